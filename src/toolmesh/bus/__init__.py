@@ -1,0 +1,39 @@
+"""The message bus: one interface, a backend per broker, chosen by URL."""
+
+from __future__ import annotations
+
+from toolmesh.bus.base import (
+    DEFAULT_CONCURRENCY,
+    Bus,
+    Handler,
+    Message,
+    Producer,
+    Requeue,
+    Subscription,
+)
+from toolmesh.bus.queue_id import QueueId, parse_queue_id
+from toolmesh.errors import BusError
+
+__all__ = [
+    "DEFAULT_CONCURRENCY", "Bus", "BusError", "Handler", "Message", "Producer", "QueueId",
+    "Requeue", "Subscription", "connect", "parse_queue_id",
+]
+
+SCHEMES = ("memory://", "amqp://", "amqps://")
+
+
+async def connect(url: str = "memory://", **options: object) -> Bus:
+    """Connect to the bus at ``url``.
+
+    * ``memory://`` (or ``memory://NAME``) — the in-process bus, the embedded default;
+    * ``amqp://user:password@host:5672/vhost`` — RabbitMQ.
+    """
+    if url.startswith("memory://"):
+        from toolmesh.bus.memory import MemoryBus
+
+        return MemoryBus(url)
+    if url.startswith(("amqp://", "amqps://")):
+        from toolmesh.bus.rabbitmq import RabbitMQBus
+
+        return await RabbitMQBus.connect(url, **options)  # type: ignore[arg-type]
+    raise BusError(f"unsupported bus URL {url!r}; use one of: " + ", ".join(SCHEMES))

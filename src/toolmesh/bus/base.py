@@ -1,0 +1,120 @@
+"""The message-bus seam: what every backend provides.
+
+Delivery semantics, the same on every backend:
+
+* ``request`` and ``flow`` queues: every consumer with the same ``subscription`` shares one
+  queue, so each message goes to exactly one of them (competing consumers); different
+  subscriptions each get their own copy.
+* ``response`` and ``notify`` queues: every consumer gets its own copy.
+* ``flow`` messages are persistent (survive a broker restart on brokers that persist).
+* A consumer runs up to ``concurrency`` handlers at once.
+
+Acknowledgement policy: a message is acknowledged after its handler returns. If the handler
+raises :class:`Requeue` the message is returned to its queue for redelivery; if it raises
+anything else the error is logged with the message's id and the message is dropped (a handler
+that failed once on a message would fail again — services turn their own failures into error
+responses before this point, so only bugs reach it). A message whose consumer dies before
+acknowledging it (process killed, connection lost) is redelivered by the broker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from toolmesh.bus.queue_id import QueueId
+from toolmesh.errors import MalformedMessage
+
+DEFAULT_CONCURRENCY = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One delivered message: the raw body and its string properties."""
+
+    body: bytes
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str | None:
+        """The correlation id property, if any."""
+        return self.properties.get("id")
+
+    def json(self) -> Any:
+        """The body decoded as JSON; :class:`MalformedMessage` if it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            preview = self.body[:60]
+            raise MalformedMessage(f"message body is not JSON ({e}): {preview!r}") from None
+
+
+Handler = Callable[[Message], Awaitable[None]]
+
+
+class Requeue(Exception):
+    """Raised by a handler to hand the message back to its queue for redelivery."""
+
+
+class Producer(Protocol):
+    """Publishes to one queue."""
+
+    queue: QueueId
+
+    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None) -> None:
+        """Publish ``value`` encoded as JSON."""
+        ...
+
+    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None) -> None:
+        """Publish an already encoded body."""
+        ...
+
+
+class Subscription(Protocol):
+    """A running consumer; :meth:`close` stops delivery and waits for handlers in flight."""
+
+    queue: QueueId
+
+    async def close(self) -> None: ...
+
+
+class Bus(Protocol):
+    """A connection to a message bus (see :func:`toolmesh.connect`)."""
+
+    url: str
+
+    async def producer(self, queue: str | QueueId) -> Producer:
+        """A producer for ``queue`` (either spelling)."""
+        ...
+
+    async def subscribe(
+        self,
+        queue: str | QueueId,
+        handler: Handler,
+        *,
+        subscription: str,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ) -> Subscription:
+        """Start consuming ``queue``; the queue is bound when this returns."""
+        ...
+
+    async def close(self) -> None:
+        """Close every producer and subscription and the connection."""
+        ...
+
+
+def encode(value: Any) -> bytes:
+    """The JSON encoding used on every bus."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def string_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
+    """Properties as a plain ``str -> str`` dict (brokers may hand back bytes or numbers)."""
+    if not properties:
+        return {}
+    out: dict[str, str] = {}
+    for k, v in properties.items():
+        out[str(k)] = v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+    return out

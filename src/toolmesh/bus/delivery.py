@@ -1,0 +1,27 @@
+"""The acknowledgement policy shared by every backend (see :mod:`toolmesh.bus.base`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from toolmesh.bus.base import Handler, Message, Requeue
+from toolmesh.bus.queue_id import QueueId
+
+log = logging.getLogger("toolmesh.bus")
+
+Outcome = Literal["ack", "requeue", "drop"]
+
+
+async def run_handler(handler: Handler, message: Message, queue: QueueId) -> Outcome:
+    """Run ``handler`` on ``message`` and say what to do with the message afterwards."""
+    try:
+        await handler(message)
+    except Requeue:
+        return "requeue"
+    except Exception:
+        # Never let one message take the consumer down; the traceback is the bug report.
+        log.exception("handler failed on a message from %s (id=%s); message dropped",
+                      queue, message.id)
+        return "drop"
+    return "ack"

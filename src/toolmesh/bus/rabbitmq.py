@@ -1,0 +1,281 @@
+"""RabbitMQ backend (aio-pika) with TrustGraph's topology, so both systems share one broker.
+
+* each queue id ``class:topicspace:topic`` is a durable fanout exchange
+  ``topicspace.class.topic`` (e.g. ``tg.request.joke``);
+* ``request``/``flow`` consumers share the named queue ``<exchange>.<subscription>``
+  (durable for ``flow``), so they compete for messages;
+* each ``response``/``notify`` consumer binds its own exclusive auto-delete queue;
+* the body is JSON, the properties (the ``id``) ride in the AMQP headers, ``flow`` messages
+  are published persistent.
+
+Recovery: the connection is aio-pika's robust connection, which reconnects and re-declares
+exchanges, queues, bindings and consumers after the broker drops it. A publish that fails
+because the connection is down waits for the reconnection (up to ``publish_timeout``) and is
+retried, so producers recover too. Consumers prefetch ``concurrency`` messages and run their
+handlers concurrently; acknowledgement follows :mod:`toolmesh.bus.base`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import aio_pika
+import aiormq
+from aio_pika.abc import (
+    AbstractIncomingMessage,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+    AbstractRobustExchange,
+    AbstractRobustQueue,
+)
+
+from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, string_properties
+from toolmesh.bus.delivery import run_handler
+from toolmesh.bus.queue_id import QueueId, parse_queue_id
+from toolmesh.errors import BusError
+
+log = logging.getLogger("toolmesh.bus.rabbitmq")
+
+#: errors meaning "the connection or channel went away", worth a retry after reconnecting
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    aiormq.exceptions.AMQPConnectionError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    aiormq.exceptions.ChannelClosed,
+    RuntimeError,  # aio-pika: "Channel is closed" / "connection closed" while reconnecting
+    asyncio.TimeoutError,
+)
+
+
+def exchange_name(queue: QueueId) -> str:
+    """TrustGraph's exchange name for a queue id."""
+    return f"{queue.topicspace}.{queue.cls}.{queue.topic}"
+
+
+class RabbitMQProducer:
+    """Publishes to one fanout exchange on the bus's shared publishing channel."""
+
+    def __init__(self, bus: RabbitMQBus, queue: QueueId) -> None:
+        self.queue = queue
+        self._bus = bus
+        self._mode = (aio_pika.DeliveryMode.PERSISTENT if queue.persistent
+                      else aio_pika.DeliveryMode.NOT_PERSISTENT)
+
+    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None) -> None:
+        await self.send_bytes(encode(value), properties=properties)
+
+    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None) -> None:
+        message = aio_pika.Message(
+            bytes(body),
+            headers=dict(string_properties(properties)) or None,
+            content_type="application/json",
+            delivery_mode=self._mode,
+        )
+        await self._bus.publish(self.queue, message)
+
+
+class RabbitMQSubscription:
+    """One consumer on its own channel, with ``prefetch = concurrency``."""
+
+    def __init__(self, queue: QueueId, channel: AbstractRobustChannel,
+                 amqp_queue: AbstractRobustQueue, handler: Handler) -> None:
+        self.queue = queue
+        self._channel = channel
+        self._amqp_queue = amqp_queue
+        self._handler = handler
+        self._tag: str | None = None
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    async def start(self) -> None:
+        self._tag = await self._amqp_queue.consume(self._on_message, no_ack=False)
+
+    async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            message = Message(incoming.body, string_properties(incoming.headers))
+            outcome = await run_handler(self._handler, message, self.queue)
+            try:
+                if outcome == "ack":
+                    await incoming.ack()
+                elif outcome == "requeue":
+                    await incoming.nack(requeue=True)
+                else:
+                    await incoming.reject(requeue=False)
+            except _CONNECTION_ERRORS as e:
+                # The broker redelivers unacknowledged messages once the channel is back.
+                log.warning("could not settle a message from %s (%s); the broker will "
+                            "redeliver it", self.queue, e)
+        finally:
+            if task is not None:
+                self._inflight.discard(task)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._tag is not None:
+                await self._amqp_queue.cancel(self._tag)
+        except _CONNECTION_ERRORS:
+            pass
+        if self._inflight:
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+        try:
+            await self._channel.close()
+        except _CONNECTION_ERRORS:
+            pass
+
+
+class RabbitMQBus:
+    """A robust connection to RabbitMQ (see the module docstring)."""
+
+    def __init__(self, url: str, connection: AbstractRobustConnection,
+                 channel: AbstractRobustChannel, *, publish_timeout: float) -> None:
+        self.url = url
+        self._connection = connection
+        self._channel = channel
+        self._publish_timeout = publish_timeout
+        self._exchanges: dict[QueueId, AbstractRobustExchange] = {}
+        self._exchange_lock = asyncio.Lock()
+        self._subscriptions: set[RabbitMQSubscription] = set()
+        self.closed = False
+
+    @classmethod
+    async def connect(cls, url: str, *, reconnect_interval: float = 1.0,
+                      publish_timeout: float = 30.0, name: str | None = None) -> RabbitMQBus:
+        """Open the connection and the shared publishing channel."""
+        try:
+            connection = await aio_pika.connect_robust(
+                url,
+                reconnect_interval=reconnect_interval,
+                client_properties={"connection_name": name or f"toolmesh-{uuid.uuid4().hex[:8]}"},
+            )
+            channel = await connection.channel(publisher_confirms=True)
+        except (OSError, aiormq.exceptions.AMQPError) as e:
+            raise BusError(f"cannot connect to RabbitMQ at {_safe(url)}: {e}") from None
+        return cls(url, connection, channel, publish_timeout=publish_timeout)
+
+    @property
+    def connection_name(self) -> str:
+        """The name the broker shows for this connection (``rabbitmqctl list_connections``)."""
+        props = self._connection.kwargs.get("client_properties") or {}
+        return str(props.get("connection_name", ""))
+
+    async def _declare(self, channel: AbstractRobustChannel, queue: QueueId) -> AbstractRobustExchange:
+        return await channel.declare_exchange(
+            exchange_name(queue), aio_pika.ExchangeType.FANOUT, durable=True)
+
+    async def _exchange(self, queue: QueueId) -> AbstractRobustExchange:
+        ex = self._exchanges.get(queue)
+        if ex is None:
+            async with self._exchange_lock:
+                ex = self._exchanges.get(queue)
+                if ex is None:
+                    ex = self._exchanges[queue] = await self._declare(self._channel, queue)
+        return ex
+
+    async def producer(self, queue: str | QueueId) -> RabbitMQProducer:
+        q = parse_queue_id(queue)
+        self._check_open(q)
+        await self._retrying(q, lambda: self._exchange(q))
+        return RabbitMQProducer(self, q)
+
+    async def publish(self, queue: QueueId, message: aio_pika.Message) -> None:
+        """Publish, waiting out a reconnection if the connection is down."""
+        self._check_open(queue)
+
+        async def once() -> None:
+            exchange = await self._exchange(queue)
+            await exchange.publish(message, routing_key="")
+
+        await self._retrying(queue, once)
+
+    async def _retrying(self, queue: QueueId, op: Any) -> Any:
+        deadline = time.monotonic() + self._publish_timeout
+        attempts = 0
+        while True:
+            try:
+                return await op()
+            except _CONNECTION_ERRORS as e:
+                attempts += 1
+                remaining = deadline - time.monotonic()
+                if self.closed or remaining <= 0 or attempts >= 10:
+                    raise BusError(f"cannot publish to {queue} on {_safe(self.url)}: "
+                                   f"{type(e).__name__}: {e}") from None
+                log.info("publish to %s failed (%s); waiting for the connection", queue, e)
+                try:
+                    # `connected` is cleared when the connection drops and set again on
+                    # reconnect; the channel then restores itself before it is ready.
+                    await asyncio.wait_for(self._connection.connected.wait(), remaining)
+                    await asyncio.wait_for(self._channel.ready(), max(remaining, 0.1))
+                except asyncio.TimeoutError:
+                    continue
+            except aiormq.exceptions.AMQPError as e:
+                raise BusError(f"RabbitMQ refused to publish to {queue}: {e}") from None
+
+    async def subscribe(
+        self,
+        queue: str | QueueId,
+        handler: Handler,
+        *,
+        subscription: str,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ) -> RabbitMQSubscription:
+        q = parse_queue_id(queue)
+        self._check_open(q)
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        try:
+            channel = await self._connection.channel(publisher_confirms=False)
+            await channel.set_qos(prefetch_count=concurrency)
+            exchange = await self._declare(channel, q)
+            name = exchange_name(q)
+            if q.shared:
+                amqp_queue = await channel.declare_queue(
+                    f"{name}.{subscription}", durable=q.persistent,
+                    exclusive=False, auto_delete=False)
+            else:
+                amqp_queue = await channel.declare_queue(
+                    f"{name}.{subscription}.{uuid.uuid4().hex[:12]}", durable=False,
+                    exclusive=True, auto_delete=True)
+            await amqp_queue.bind(exchange, routing_key="")
+            sub = RabbitMQSubscription(q, channel, amqp_queue, handler)
+            await sub.start()
+        except (OSError, aiormq.exceptions.AMQPError, RuntimeError) as e:
+            raise BusError(f"cannot subscribe to {q} on {_safe(self.url)}: {e}") from None
+        self._subscriptions.add(sub)
+        return sub
+
+    def _check_open(self, queue: QueueId) -> None:
+        if self.closed:
+            raise BusError(f"cannot use {queue}: the bus is closed")
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for sub in list(self._subscriptions):
+            await sub.close()
+        self._subscriptions.clear()
+        try:
+            await self._connection.close()
+        except _CONNECTION_ERRORS:
+            pass
+
+
+def _safe(url: str) -> str:
+    """The URL with its password masked, for error messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = creds.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}"

@@ -1,0 +1,37 @@
+"""The ``toolmesh`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from toolmesh.cli import demo, run_service
+from toolmesh.errors import ToolmeshError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolmesh",
+        description="A ReAct agent whose tools are plugged in by configuration.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo.add_parser(commands)
+    run_service.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(args.run(args)) or 0
+    except ToolmeshError as e:
+        print(f"toolmesh: error: {e.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

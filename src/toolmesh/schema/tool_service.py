@@ -1,0 +1,67 @@
+"""Tool-service wire messages (SPEC §2).
+
+Request: ``{"user": ..., "config": "<json object>", "arguments": "<json object>"}``.
+Response: ``{"error": null | {"type", "message"}, "response": "<text>", "end_of_stream": bool}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from toolmesh.errors import ServiceError
+
+#: the user a request without one runs as (TrustGraph's default)
+DEFAULT_USER = "trustgraph"
+
+
+def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, str]:
+    """Build a request; ``config`` and ``arguments`` travel JSON-encoded."""
+    return {"user": user, "config": json.dumps(dict(config)), "arguments": json.dumps(dict(arguments))}
+
+
+def parse_request(body: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(user, config, arguments)`` from a request, or :class:`ServiceError` saying what is wrong."""
+    user = body.get("user") or DEFAULT_USER
+    if not isinstance(user, str):
+        raise ServiceError(f"'user' must be a string, not {type(user).__name__}",
+                           type="malformed-request")
+    return user, _object_field(body, "config"), _object_field(body, "arguments")
+
+
+def _object_field(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    raw = body.get(name)
+    if raw is None or raw == "":
+        return {}
+    value = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ServiceError(f"{name!r} is not valid JSON: {e}", type="malformed-request") from None
+    if not isinstance(value, dict):
+        raise ServiceError(f"{name!r} must be a JSON object, not {type(value).__name__}",
+                           type="malformed-request")
+    return value
+
+
+def response(text: str, *, end_of_stream: bool = True) -> dict[str, Any]:
+    """A success response carrying ``text``."""
+    return {"error": None, "response": text, "end_of_stream": end_of_stream}
+
+
+def error_response(error: Mapping[str, str]) -> dict[str, Any]:
+    """An error response; it always ends the stream."""
+    return {"error": dict(error), "response": "", "end_of_stream": True}
+
+
+def observation(value: Any) -> str:
+    """The observation text of a result: strings as they are, anything else JSON-encoded."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as e:
+        raise ServiceError(f"the result is neither a string nor JSON-serialisable: {e}",
+                           type="tool-service-error") from None

@@ -1,0 +1,55 @@
+"""``ToolServiceClient``: call a tool service and get its observation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any
+
+from toolmesh.bus.base import Bus
+from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient
+from toolmesh.schema import tool_service as wire
+
+
+class ToolServiceClient:
+    """Calls one tool service by its queues; one client serves any number of concurrent calls.
+
+    Errors from the service raise :class:`toolmesh.RequestError` (``.type``, ``.message``);
+    a missed deadline raises :class:`toolmesh.RequestTimeout`.
+    """
+
+    def __init__(self, bus: Bus, *, request_queue: str, response_queue: str,
+                 subscription: str | None = None) -> None:
+        self._rpc = RequestClient(bus, request_queue=request_queue,
+                                  response_queue=response_queue, subscription=subscription)
+
+    async def start(self) -> None:
+        await self._rpc.start()
+
+    async def stop(self) -> None:
+        await self._rpc.stop()
+
+    async def __aenter__(self) -> ToolServiceClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    async def call(self, *, user: str, config: Mapping[str, Any] | None = None,
+                   arguments: Mapping[str, Any] | None = None,
+                   timeout: float | None = DEFAULT_TIMEOUT) -> str:
+        """The whole observation (the pieces of a streamed answer, joined)."""
+        return "".join([piece async for piece in
+                        self.stream(user=user, config=config, arguments=arguments, timeout=timeout)])
+
+    async def stream(self, *, user: str, config: Mapping[str, Any] | None = None,
+                     arguments: Mapping[str, Any] | None = None,
+                     timeout: float | None = DEFAULT_TIMEOUT) -> AsyncIterator[str]:
+        """The observation piece by piece as the service sends it (empty pieces skipped)."""
+        body = wire.request(user=user, config=config or {}, arguments=arguments or {})
+        async for response in self._rpc.stream(body, timeout=timeout):
+            text = response.get("response")
+            if text:
+                yield text if isinstance(text, str) else wire.observation(text)

@@ -1,0 +1,63 @@
+"""``DynamicToolService``: the base class a tool-service author subclasses (SPEC §2)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
+from toolmesh.rpc.service import Reply, Service
+from toolmesh.schema import tool_service as wire
+from toolmesh.tools.queues import resolve_queues
+
+
+class DynamicToolService(Service):
+    """A tool service on the bus; subclasses override only :meth:`invoke`.
+
+    ``invoke`` may return a string (the observation), a JSON-able object (sent JSON-encoded),
+    or be an async generator: each yielded piece is sent as one response with
+    ``end_of_stream: false``, then a last empty response with ``end_of_stream: true``.
+    An exception in ``invoke`` becomes an error response of type ``tool-service-error``.
+
+    Construct with ``topic="joke"`` (queues ``non-persistent://tg/request/joke`` and
+    ``.../response/joke``) or explicit ``request_queue=``/``response_queue=``; run it with
+    ``async with service:`` or ``start()``/``stop()``. Replicas with the same ``id`` share the
+    work (competing consumers on ``<exchange>.<id>-request``, as TrustGraph names it).
+    """
+
+    error_type = "tool-service-error"
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        topic: str | None = None,
+        request_queue: str | None = None,
+        response_queue: str | None = None,
+        id: str | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ) -> None:
+        req, resp = resolve_queues(topic=topic, request_queue=request_queue,
+                                   response_queue=response_queue)
+        self.id = id or topic or type(self).__name__.lower()
+        super().__init__(bus, request_queue=req, response_queue=resp,
+                         subscription=f"{self.id}-request", concurrency=concurrency)
+
+    async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
+        """Compute the observation for one call. Override this."""
+        raise NotImplementedError(f"{type(self).__name__} must implement invoke()")
+
+    def error_response(self, error: dict[str, str]) -> dict[str, Any]:
+        return wire.error_response(error)
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        user, config, arguments = wire.parse_request(request)
+        result = self.invoke(user, config, arguments)
+        if inspect.isasyncgen(result):
+            async for piece in result:
+                await reply(wire.response(wire.observation(piece), end_of_stream=False))
+            await reply(wire.response("", end_of_stream=True))
+            return
+        if inspect.isawaitable(result):
+            result = await result
+        await reply(wire.response(wire.observation(result)))
