@@ -1,0 +1,1 @@
+"""Configuration: the store that persists config items (and, later, the service around it)."""

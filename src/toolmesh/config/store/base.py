@@ -1,0 +1,148 @@
+"""The config-store seam: what every persistence backend provides.
+
+Data model: a store holds string values addressed by ``(workspace, type, key)``. Values are
+stored exactly as given (JSON text by convention, but the store never parses them).
+
+Versioning: the store has ONE version counter for all workspaces. It is 0 for an empty store
+and goes up by exactly 1 on every ``put`` and every ``delete`` call (even one that changes
+nothing), in the same transaction as the data, so a reader that sees version N sees every
+change up to N and versions are never skipped or handed out twice.
+
+Validation happens before the backend is touched, so a bad request writes nothing:
+workspace, type and key must be non-empty strings; every string (values too) must be valid
+Unicode without NUL characters, because PostgreSQL cannot store NUL or lone surrogates in
+text and both backends must accept the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from toolmesh.config.errors import ConfigError
+
+Key = tuple[str, str]
+"""``(type, key)``."""
+
+Item = tuple[str, str, str]
+"""``(type, key, value)``."""
+
+
+@runtime_checkable
+class ConfigStore(Protocol):
+    """Durable storage of config items with a store-wide version counter."""
+
+    async def open(self) -> None:
+        """Connect, creating the storage (file, tables) if missing."""
+
+    async def close(self) -> None:
+        """Release connections; safe to call twice."""
+
+    async def version(self) -> int:
+        """The current version: 0 for an empty store."""
+
+    async def get(self, workspace: str, keys: Sequence[Key]) -> list[str | None]:
+        """The value of each ``(type, key)``, in order; ``None`` where missing."""
+
+    async def keys(self, workspace: str, type: str) -> list[str]:
+        """The keys of ``type`` in ``workspace``, sorted."""
+
+    async def values(self, workspace: str, type: str) -> dict[str, str]:
+        """Every ``key -> value`` of ``type`` in ``workspace``."""
+
+    async def dump(self, workspace: str) -> dict[str, dict[str, str]]:
+        """The whole workspace as ``{type: {key: value}}``."""
+
+    async def put(self, workspace: str, values: Sequence[Item]) -> int:
+        """Write every ``(type, key, value)`` atomically (all or nothing); the new version.
+
+        If the same ``(type, key)`` appears twice, the last value wins.
+        """
+
+    async def delete(self, workspace: str, keys: Sequence[Key]) -> int:
+        """Remove every ``(type, key)`` atomically; missing keys are fine; the new version."""
+
+    async def workspaces(self) -> list[str]:
+        """The workspaces holding at least one item, sorted."""
+
+
+# --- validation shared by the backends -----------------------------------------------------
+
+
+def check_text(what: str, value: Any) -> str:
+    """``value`` if it is a string both backends can store, else :class:`ConfigError`."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{what} must be a string, not {type(value).__name__}: {value!r:.60}")
+    if "\x00" in value:
+        raise ConfigError(f"{what} must not contain NUL characters: {value!r:.60}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ConfigError(f"{what} is not valid Unicode ({e.reason}): {value!r:.60}") from None
+    return value
+
+
+def check_name(what: str, value: Any) -> str:
+    """Like :func:`check_text`, and not empty (workspace, type and key names)."""
+    check_text(what, value)
+    if not value:
+        raise ConfigError(f"{what} must not be empty")
+    return value
+
+
+def _check_sequence(what: str, items: Any) -> Sequence[Any]:
+    # a str is a Sequence too, and would be silently split into characters
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise ConfigError(f"{what} must be a list, not {type(items).__name__}")
+    return items
+
+
+def _check_tuple(what: str, item: Any, size: int) -> Sequence[Any]:
+    if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) != size:
+        raise ConfigError(f"{what} must be a {size}-tuple, got {item!r:.80}")
+    return item
+
+
+def check_keys(keys: Any) -> list[Key]:
+    """Validated ``(type, key)`` pairs, duplicates removed (first occurrence kept)."""
+    out: dict[Key, None] = {}
+    for i, item in enumerate(_check_sequence("keys", keys)):
+        t, k = _check_tuple(f"keys[{i}]", item, 2)
+        out[(check_name(f"keys[{i}] type", t), check_name(f"keys[{i}] key", k))] = None
+    return list(out)
+
+
+def check_items(values: Any) -> list[Item]:
+    """Validated ``(type, key, value)`` triples; for a repeated ``(type, key)`` the last wins."""
+    out: dict[Key, str] = {}
+    for i, item in enumerate(_check_sequence("values", values)):
+        t, k, v = _check_tuple(f"values[{i}]", item, 3)
+        key = (check_name(f"values[{i}] type", t), check_name(f"values[{i}] key", k))
+        out[key] = check_text(f"values[{i}] value", v)
+    return [(t, k, v) for (t, k), v in out.items()]
+
+
+# --- URLs in messages ----------------------------------------------------------------------
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password (user-info or ``password=`` parameter) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, host = netloc.rpartition("@")
+            if ":" in userinfo:
+                userinfo = userinfo.split(":", 1)[0] + ":***"
+            netloc = f"{userinfo}@{host}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            if any(k.lower() == "password" for k, _ in pairs):
+                query = urlencode([(k, "***" if k.lower() == "password" else v)
+                                   for k, v in pairs], safe="*")
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    except ValueError:
+        # unparseable (e.g. a bad port): show nothing that could be a secret
+        return url.split("://", 1)[0] + "://***" if "://" in url else "***"

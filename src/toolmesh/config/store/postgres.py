@@ -1,0 +1,237 @@
+"""The PostgreSQL config store: asyncpg with a small pool, shareable by many machines.
+
+URL: ``postgresql://user:password@host:5432/db?schema=NAME`` (``postgres://`` too). The
+optional ``schema`` parameter (default ``public``) names the schema holding the tables; it is
+created, with the tables, if missing. Other parameters (e.g. ``sslmode``) go to asyncpg.
+
+Every write is one transaction that first bumps the version row with ``UPDATE ... RETURNING``.
+The row lock it takes serialises writers across machines, so versions are handed out once,
+without gaps (a rolled-back write gives its number back), and in commit order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+
+from toolmesh.config.errors import ConfigError
+from toolmesh.config.store.base import Item, Key, check_items, check_keys, check_name, mask_url
+
+DEFAULT_SCHEMA = "public"
+
+# what a failing server, network or driver raises; anything else is a bug and propagates
+_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+
+# one constant lock id: schema/table creation by several processes at once must not race
+_DDL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('toolmesh.config.store'))"
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def split_schema(url: str) -> tuple[str, str]:
+    """``(dsn for asyncpg, schema)``: the URL without its ``schema`` parameter, and that."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        raise ConfigError(f"cannot open the config store at {mask_url(url)}: {e}") from None
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [v for k, v in pairs if k == "schema"]
+    if len(schemas) > 1:
+        raise ConfigError(f"config store URL {mask_url(url)} names more than one schema")
+    schema = schemas[0] if schemas else DEFAULT_SCHEMA
+    if not schema or "\x00" in schema or len(schema.encode("utf-8")) > 63:
+        # PostgreSQL would silently truncate a longer name and so share someone else's schema
+        raise ConfigError(f"config store URL {mask_url(url)}: schema must be 1 to 63 bytes,"
+                          f" got {schema!r}")
+    rest = urlencode([(k, v) for k, v in pairs if k != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
+class PostgresConfigStore:
+    """A :class:`~toolmesh.config.store.base.ConfigStore` in PostgreSQL tables."""
+
+    def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
+        self._dsn, self.schema = split_schema(url)
+        self.url = mask_url(url)  # only the masked form is kept for messages
+        self._password = urlsplit(url).password
+        self.pool_size = pool_size
+        self.connect_timeout = connect_timeout
+        self._pool: asyncpg.Pool | None = None
+        s = _quote_ident(self.schema)
+        self._config = f"{s}.toolmesh_config"
+        self._version = f"{s}.toolmesh_config_version"
+
+    def __repr__(self) -> str:
+        return f"PostgresConfigStore({self.url!r})"
+
+    def _error(self, what: str, e: BaseException) -> ConfigError:
+        message = f"{what}: {e}"
+        if self._password:  # in case a driver message ever echoes the URL
+            message = message.replace(self._password, "***")
+        return ConfigError(message)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, and create the schema and tables if missing."""
+        if self._pool is not None:
+            return
+        what = f"cannot open the config store at {self.url}"
+        try:
+            pool = await asyncpg.create_pool(self._dsn, min_size=1, max_size=self.pool_size,
+                                             timeout=self.connect_timeout)
+        except (*_DB_ERRORS, ValueError) as e:
+            raise self._error(what, e) from None
+        try:
+            async with pool.acquire() as conn:
+                await self._create_tables(conn)
+        except BaseException as e:
+            await pool.close()
+            if isinstance(e, _DB_ERRORS):
+                raise self._error(what, e) from None
+            raise
+        self._pool = pool
+
+    async def _create_tables(self, conn: asyncpg.Connection) -> None:
+        async with conn.transaction():
+            present = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL"
+                                          " AND to_regclass($2) IS NOT NULL",
+                                          self._config, self._version)
+            # skip DDL when the tables exist: CREATE ... IF NOT EXISTS still needs the CREATE
+            # privilege, which a deployment's runtime role may rightly lack
+            if not present:
+                await conn.execute(_DDL_LOCK)
+                if not await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1",
+                                           self.schema):
+                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+                await conn.execute(f"""
+                    CREATE TABLE IF NOT EXISTS {self._config} (
+                        workspace text NOT NULL,
+                        type      text NOT NULL,
+                        key       text NOT NULL,
+                        value     text NOT NULL,
+                        PRIMARY KEY (workspace, type, key)
+                    );
+                    CREATE TABLE IF NOT EXISTS {self._version} (
+                        id      integer PRIMARY KEY CHECK (id = 1),
+                        version bigint NOT NULL
+                    );
+                """)
+            await conn.execute(f"INSERT INTO {self._version} (id, version) VALUES (1, 0)"
+                               " ON CONFLICT (id) DO NOTHING")
+
+    async def close(self) -> None:
+        """Close the pool; safe to call twice."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    def _require_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise ConfigError(f"the config store at {self.url} is not open")
+        return self._pool
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        pool = self._require_pool()
+        try:
+            return await pool.fetch(sql, *args)
+        except _DB_ERRORS as e:
+            raise self._error(f"cannot read the config store at {self.url}", e) from None
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def version(self) -> int:
+        """The current version (0 for an empty store)."""
+        rows = await self._fetch(f"SELECT version FROM {self._version} WHERE id = 1")
+        return int(rows[0]["version"]) if rows else 0
+
+    async def get(self, workspace: str, keys: Sequence[Key]) -> list[str | None]:
+        """The value of each ``(type, key)``, in order; ``None`` where missing."""
+        check_name("workspace", workspace)
+        check_keys(keys)  # validate only: the answer has one entry per requested key
+        if not keys:
+            return []
+        rows = await self._fetch(
+            f"SELECT c.value FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS k(t, k, n)"
+            f" LEFT JOIN {self._config} c"
+            f" ON c.workspace = $1 AND c.type = k.t AND c.key = k.k ORDER BY k.n",
+            workspace, [t for t, _ in keys], [k for _, k in keys])
+        return [r["value"] for r in rows]
+
+    async def keys(self, workspace: str, type: str) -> list[str]:
+        """The keys of ``type`` in ``workspace``, sorted (by code point, as Python sorts)."""
+        return sorted(await self.values(workspace, type))
+
+    async def values(self, workspace: str, type: str) -> dict[str, str]:
+        """Every ``key -> value`` of ``type`` in ``workspace``."""
+        check_name("workspace", workspace)
+        check_name("type", type)
+        rows = await self._fetch(f"SELECT key, value FROM {self._config}"
+                                 " WHERE workspace = $1 AND type = $2", workspace, type)
+        return {r["key"]: r["value"] for r in rows}
+
+    async def dump(self, workspace: str) -> dict[str, dict[str, str]]:
+        """The whole workspace as ``{type: {key: value}}``."""
+        check_name("workspace", workspace)
+        rows = await self._fetch(f"SELECT type, key, value FROM {self._config}"
+                                 " WHERE workspace = $1", workspace)
+        out: dict[str, dict[str, str]] = {}
+        for r in rows:
+            out.setdefault(r["type"], {})[r["key"]] = r["value"]
+        return out
+
+    async def workspaces(self) -> list[str]:
+        """The workspaces holding at least one item, sorted."""
+        rows = await self._fetch(f"SELECT DISTINCT workspace FROM {self._config}")
+        return sorted(r["workspace"] for r in rows)
+
+    # --- writes --------------------------------------------------------------------------
+
+    async def put(self, workspace: str, values: Sequence[Item]) -> int:
+        """Write every ``(type, key, value)`` in one transaction; the new version."""
+        check_name("workspace", workspace)
+        items = check_items(values)
+        sql = (f"INSERT INTO {self._config} (workspace, type, key, value)"
+               f" SELECT $1, t, k, v FROM unnest($2::text[], $3::text[], $4::text[]) AS u(t, k, v)"
+               f" ON CONFLICT (workspace, type, key) DO UPDATE SET value = EXCLUDED.value")
+        args = (workspace, [i[0] for i in items], [i[1] for i in items], [i[2] for i in items])
+        return await self._write("put", workspace, len(items), sql if items else None, args)
+
+    async def delete(self, workspace: str, keys: Sequence[Key]) -> int:
+        """Remove every ``(type, key)`` in one transaction; the new version."""
+        check_name("workspace", workspace)
+        pairs = check_keys(keys)
+        sql = (f"DELETE FROM {self._config} c USING unnest($2::text[], $3::text[]) AS k(t, k)"
+               f" WHERE c.workspace = $1 AND c.type = k.t AND c.key = k.k")
+        args = (workspace, [t for t, _ in pairs], [k for _, k in pairs])
+        return await self._write("delete", workspace, len(pairs), sql if pairs else None, args)
+
+    async def _write(self, op: str, workspace: str, count: int, sql: str | None,
+                     args: tuple[Any, ...]) -> int:
+        pool = self._require_pool()
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                # the version first: its row lock orders concurrent writers by commit
+                version = await conn.fetchval(f"UPDATE {self._version}"
+                                              " SET version = version + 1 WHERE id = 1"
+                                              " RETURNING version")
+                if version is None:
+                    raise ConfigError(f"the config store at {self.url} has no version row in"
+                                      f" {self._version}; was it emptied by hand?")
+                if sql is not None:
+                    await conn.execute(sql, *args)
+        except _DB_ERRORS as e:
+            if isinstance(e, asyncpg.PostgresError) and not isinstance(
+                    e, asyncpg.PostgresConnectionError):
+                outcome = "nothing was written"
+            else:
+                # the connection broke: the COMMIT may or may not have reached the server
+                outcome = "the connection failed; compare version() to see if it was written"
+            raise self._error(f"cannot {op} {count} item(s) in workspace {workspace!r} of the"
+                              f" config store at {self.url} ({outcome})", e) from None
+        return int(version)

@@ -1,0 +1,238 @@
+"""The SQLite config store: one file, stdlib :mod:`sqlite3`, for a single machine.
+
+All database work runs on one dedicated worker thread, so the event loop never blocks and
+the connection is only ever used by the thread that made it. Writes start with
+``BEGIN IMMEDIATE`` (take the write lock first), so several processes sharing the file still
+get distinct, gapless versions; they wait up to ``busy_timeout`` seconds for each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from toolmesh.config.errors import ConfigError
+from toolmesh.config.store.base import Item, Key, check_items, check_keys, check_name
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolmesh_config (
+    workspace TEXT NOT NULL,
+    type      TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (workspace, type, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS toolmesh_config_version (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO toolmesh_config_version (id, version) VALUES (1, 0);
+"""
+
+_BUMP = "UPDATE toolmesh_config_version SET version = version + 1 WHERE id = 1 RETURNING version"
+
+
+class SQLiteConfigStore:
+    """A :class:`~toolmesh.config.store.base.ConfigStore` in a SQLite file (WAL mode).
+
+    The file and its parent directories are created on :meth:`open` if missing.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self._executor: ThreadPoolExecutor | None = None
+        self._db: sqlite3.Connection | None = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteConfigStore({str(self.path)!r})"
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create (if needed) and open the database file."""
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1,
+                                            thread_name_prefix="toolmesh-config-sqlite")
+        try:
+            self._db = await self._run(self._connect)
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a put is exactly one
+            # transaction including the version bump
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout)
+        except (OSError, sqlite3.Error) as e:
+            raise ConfigError(f"cannot open the config store at {self.path}: {e}") from None
+        try:
+            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise sqlite3.OperationalError(f"cannot switch to WAL mode (got {mode!r})")
+            # FULL: a put that returned survives a power cut, not just a process crash
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+        except sqlite3.Error as e:
+            db.close()
+            raise ConfigError(f"cannot open the config store at {self.path}: {e}") from None
+        return db
+
+    async def close(self) -> None:
+        """Close the database; safe to call twice."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        # on the worker, so calls already queued still run against the open connection
+        await asyncio.get_running_loop().run_in_executor(executor, self._close_db)
+        executor.shutdown(wait=True)
+
+    def _close_db(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        if self._executor is None:
+            raise ConfigError(f"the config store at {self.path} is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _conn(self) -> sqlite3.Connection:
+        # called on the worker thread; the store may have been closed meanwhile
+        if self._db is None:
+            raise ConfigError(f"the config store at {self.path} is not open")
+        return self._db
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def version(self) -> int:
+        """The current version (0 for an empty store)."""
+        return await self._run(self._read, self._version)
+
+    async def get(self, workspace: str, keys: Sequence[Key]) -> list[str | None]:
+        """The value of each ``(type, key)``, in order; ``None`` where missing."""
+        check_name("workspace", workspace)
+        # validate each pair but keep the caller's order and duplicates: one answer per key
+        check_keys(keys)
+        return await self._run(self._read, self._get, workspace, list(keys))
+
+    async def keys(self, workspace: str, type: str) -> list[str]:
+        """The keys of ``type`` in ``workspace``, sorted."""
+        return sorted(await self.values(workspace, type))
+
+    async def values(self, workspace: str, type: str) -> dict[str, str]:
+        """Every ``key -> value`` of ``type`` in ``workspace``."""
+        check_name("workspace", workspace)
+        check_name("type", type)
+        rows = await self._run(self._read, self._select,
+                               "SELECT key, value FROM toolmesh_config"
+                               " WHERE workspace = ? AND type = ?", (workspace, type))
+        return dict(rows)
+
+    async def dump(self, workspace: str) -> dict[str, dict[str, str]]:
+        """The whole workspace as ``{type: {key: value}}``."""
+        check_name("workspace", workspace)
+        rows = await self._run(self._read, self._select,
+                               "SELECT type, key, value FROM toolmesh_config"
+                               " WHERE workspace = ?", (workspace,))
+        out: dict[str, dict[str, str]] = {}
+        for t, k, v in rows:
+            out.setdefault(t, {})[k] = v
+        return out
+
+    async def workspaces(self) -> list[str]:
+        """The workspaces holding at least one item, sorted."""
+        rows = await self._run(self._read, self._select,
+                               "SELECT DISTINCT workspace FROM toolmesh_config", ())
+        return sorted(w for (w,) in rows)
+
+    def _read(self, fn: Callable[..., T], *args: object) -> T:
+        db = self._conn()
+        try:
+            # one read transaction: a multi-statement read sees a single snapshot
+            db.execute("BEGIN")
+            try:
+                return fn(db, *args)
+            finally:
+                db.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise ConfigError(f"cannot read the config store at {self.path}: {e}") from None
+
+    @staticmethod
+    def _version(db: sqlite3.Connection) -> int:
+        return int(db.execute("SELECT version FROM toolmesh_config_version WHERE id = 1")
+                   .fetchone()[0])
+
+    @staticmethod
+    def _select(db: sqlite3.Connection, sql: str, params: tuple[str, ...]) -> list[tuple]:
+        return db.execute(sql, params).fetchall()
+
+    @staticmethod
+    def _get(db: sqlite3.Connection, workspace: str, keys: list[Key]) -> list[str | None]:
+        sql = "SELECT value FROM toolmesh_config WHERE workspace = ? AND type = ? AND key = ?"
+        out: list[str | None] = []
+        for t, k in keys:
+            row = db.execute(sql, (workspace, t, k)).fetchone()
+            out.append(None if row is None else row[0])
+        return out
+
+    # --- writes --------------------------------------------------------------------------
+
+    async def put(self, workspace: str, values: Sequence[Item]) -> int:
+        """Write every ``(type, key, value)`` in one transaction; the new version."""
+        check_name("workspace", workspace)
+        items = check_items(values)
+        return await self._run(self._write, "put", workspace, len(items), self._put,
+                               [(workspace, t, k, v) for t, k, v in items])
+
+    async def delete(self, workspace: str, keys: Sequence[Key]) -> int:
+        """Remove every ``(type, key)`` in one transaction; the new version."""
+        check_name("workspace", workspace)
+        pairs = check_keys(keys)
+        return await self._run(self._write, "delete", workspace, len(pairs), self._delete,
+                               [(workspace, t, k) for t, k in pairs])
+
+    def _write(self, op: str, workspace: str, count: int,
+               fn: Callable[[sqlite3.Connection, list[tuple[str, ...]]], None],
+               rows: list[tuple[str, ...]]) -> int:
+        db = self._conn()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise ConfigError(f"cannot {op} in the config store at {self.path}"
+                              f" (nothing was written): {e}") from None
+        try:
+            version = int(db.execute(_BUMP).fetchone()[0])
+            fn(db, rows)
+            db.execute("COMMIT")
+        except BaseException as e:
+            if db.in_transaction:  # a failed COMMIT may already have rolled back
+                db.execute("ROLLBACK")
+            if not isinstance(e, sqlite3.Error):
+                raise
+            raise ConfigError(f"cannot {op} {count} item(s) in workspace {workspace!r} of the"
+                              f" config store at {self.path} (nothing was written): {e}"
+                              ) from None
+        return version
+
+    @staticmethod
+    def _put(db: sqlite3.Connection, rows: list[tuple[str, ...]]) -> None:
+        db.executemany("INSERT INTO toolmesh_config (workspace, type, key, value)"
+                       " VALUES (?, ?, ?, ?)"
+                       " ON CONFLICT (workspace, type, key) DO UPDATE SET value = excluded.value",
+                       rows)
+
+    @staticmethod
+    def _delete(db: sqlite3.Connection, rows: list[tuple[str, ...]]) -> None:
+        db.executemany("DELETE FROM toolmesh_config WHERE workspace = ? AND type = ? AND key = ?",
+                       rows)

@@ -1,0 +1,44 @@
+"""Start toolmesh commands as real processes and wait for them to say they are ready."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def env() -> dict[str, str]:
+    """The environment for a child process: the tests' own modules importable."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+
+async def start_toolmesh(*args: str, ready: str = "ready:", timeout: float = 30
+                         ) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """Run ``python -m toolmesh.cli.main ARGS``; return once stderr shows ``ready``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "toolmesh.cli.main", *args, env=env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    lines: list[str] = []
+    assert proc.stderr is not None
+    async with asyncio.timeout(timeout):
+        while True:
+            raw = await proc.stderr.readline()
+            if not raw:
+                raise RuntimeError("process exited before it was ready:\n" + "".join(lines))
+            lines.append(raw.decode())
+            if ready in lines[-1]:
+                return proc, lines
+
+
+async def run_toolmesh(*args: str, timeout: float = 60) -> tuple[int, str, str]:
+    """Run a toolmesh command to completion: ``(exit code, stdout, stderr)``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "toolmesh.cli.main", *args, env=env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

@@ -1,0 +1,160 @@
+"""Request/response over every bus backend: correlation, streaming, deadlines, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.conftest import Backend
+from toolmesh import RequestClient, RequestError, RequestTimeout, Service, ServiceError
+from toolmesh.rpc.service import Reply
+
+
+class Echo(Service):
+    """Answers {"echo": request}; {"chunks": n} streams n pieces; {"fail": msg} raises."""
+
+    error_type = "echo-error"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.silent = asyncio.Event()  # set: swallow requests without answering
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        if "silent" in request:
+            return
+        if "fail" in request:
+            raise RuntimeError(request["fail"])
+        if "refuse" in request:
+            raise ServiceError(request["refuse"], type="refused")
+        if "chunks" in request:
+            for i in range(request["chunks"]):
+                await reply({"error": None, "chunk": i, "end_of_stream": i == request["chunks"] - 1})
+            return
+        await reply({"error": None, "echo": request})
+
+
+def queues(backend: Backend) -> dict[str, str]:
+    topic = backend.topic("rpc")
+    return {"request_queue": f"request:tg:{topic}", "response_queue": f"response:tg:{topic}"}
+
+
+@pytest.fixture
+async def echo(backend: Backend):  # type: ignore[no-untyped-def]
+    q = queues(backend)
+    service = Echo(await backend.connect(), subscription="echo", **q)
+    async with service:
+        async with RequestClient(await backend.connect(), **q) as client:
+            yield service, client
+
+
+async def test_a_request_gets_the_response_with_its_id(echo: tuple[Echo, RequestClient]) -> None:
+    _, client = echo
+    assert await client.request({"x": 1}, timeout=10) == {"error": None, "echo": {"x": 1}}
+    assert client.in_flight == 0
+
+
+async def test_streaming_yields_until_end_of_stream(echo: tuple[Echo, RequestClient]) -> None:
+    _, client = echo
+    chunks = [r["chunk"] async for r in client.stream({"chunks": 4}, timeout=10)]
+    assert chunks == [0, 1, 2, 3]
+    assert client.in_flight == 0
+
+
+async def test_an_error_response_raises_with_its_type_and_message(echo: tuple[Echo, RequestClient]) -> None:
+    _, client = echo
+    with pytest.raises(RequestError) as e:
+        await client.request({"fail": "disk on fire"}, timeout=10)
+    assert (e.value.type, e.value.message) == ("echo-error", "disk on fire")
+    with pytest.raises(RequestError) as e:
+        await client.request({"refuse": "not today"}, timeout=10)
+    assert (e.value.type, e.value.message) == ("refused", "not today")
+
+
+async def test_a_missed_deadline_raises_and_a_late_response_is_dropped(backend: Backend) -> None:
+    q = queues(backend)
+    bus = await backend.connect()
+    async with RequestClient(bus, **q) as client:
+        requests: list[Any] = []
+        got_request = asyncio.Event()
+
+        async def hold(message: Any) -> None:
+            requests.append(message)
+            got_request.set()
+
+        await bus.subscribe(q["request_queue"], hold, subscription="slow")
+        with pytest.raises(RequestTimeout) as e:
+            await client.request({"x": 1}, timeout=0.2)
+        assert e.value.type == "timeout" and isinstance(e.value, TimeoutError)
+        assert client.in_flight == 0
+        await got_request.wait()
+        # The service answers after the deadline: the client must drop it and stay healthy.
+        late = await bus.producer(q["response_queue"])
+        await late.send({"error": None, "late": True}, properties={"id": requests[0].id})
+        await late.send_bytes(b"not json", properties={"id": "unknown"})
+        await late.send({"stray": True}, properties={"id": "someone-elses"})
+    async with Echo(bus, subscription="echo", **q), RequestClient(bus, **q) as client2:
+        assert (await client2.request({"ok": 1}, timeout=10))["echo"] == {"ok": 1}
+
+
+async def test_a_stream_deadline_bounds_the_whole_stream(echo: tuple[Echo, RequestClient]) -> None:
+    _, client = echo
+    with pytest.raises(RequestTimeout):
+        async for _ in client.stream({"silent": True}, timeout=0.2):
+            pass
+    assert client.in_flight == 0
+
+
+async def test_thousands_of_calls_in_flight_from_one_client(backend: Backend,
+                                                            echo: tuple[Echo, RequestClient]) -> None:
+    _, client = echo
+    n = 5000 if backend.name == "memory" else 2000
+    results = await asyncio.gather(*[client.request({"n": i}, timeout=60) for i in range(n)])
+    assert [r["echo"]["n"] for r in results] == list(range(n))
+    assert client.in_flight == 0
+
+
+async def test_malformed_requests_get_error_responses_and_the_service_keeps_serving(
+        backend: Backend, echo: tuple[Echo, RequestClient]) -> None:
+    _, client = echo
+    bus = client.bus
+    answers: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def collect(message: Any) -> None:
+        answers.put_nowait((message.id, message.json()))
+
+    await bus.subscribe(client.response_queue, collect, subscription="spy")
+    raw = await bus.producer(client.request_queue)
+    await raw.send_bytes(b"{broken", properties={"id": "bad-1"})
+    await raw.send([1, 2, 3], properties={"id": "bad-2"})
+    await raw.send_bytes(b"{broken")  # no id: nobody to answer, logged and dropped
+    got = {}
+    async with asyncio.timeout(10):
+        while len(got) < 2:
+            rid, body = await answers.get()
+            got[rid] = body
+    assert got["bad-1"]["error"]["type"] == "malformed-request"
+    assert "not JSON" in got["bad-1"]["error"]["message"]
+    assert got["bad-2"]["error"] == {"type": "malformed-request",
+                                     "message": "request must be a JSON object, not a JSON list"}
+    assert (await client.request({"still": "alive"}, timeout=10))["echo"] == {"still": "alive"}
+
+
+async def test_stopping_the_client_releases_waiting_calls(backend: Backend) -> None:
+    q = queues(backend)
+    client = RequestClient(await backend.connect(), **q)
+    await client.start()
+    call = asyncio.ensure_future(client.request({"x": 1}, timeout=30))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    await client.stop()
+    with pytest.raises(RequestError) as e:
+        await call
+    assert e.value.type == "client-closed"
+
+
+async def test_a_client_that_was_not_started_says_so(backend: Backend) -> None:
+    client = RequestClient(await backend.connect(), **queues(backend))
+    with pytest.raises(RequestError, match="not started"):
+        await client.request({}, timeout=1)
