@@ -58,7 +58,10 @@ class PostgresConfigStore:
     def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
         self._dsn, self.schema = split_schema(url)
         self.url = mask_url(url)  # only the masked form is kept for messages
-        self._password = urlsplit(url).password
+        # secrets to scrub from driver messages: the user-info password and ?password=
+        parts = urlsplit(url)
+        self._secrets = [p for p in [parts.password, *(v for k, v in parse_qsl(parts.query)
+                                                          if k.lower() == "password")] if p]
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self._pool: asyncpg.Pool | None = None
@@ -71,8 +74,8 @@ class PostgresConfigStore:
 
     def _error(self, what: str, e: BaseException) -> ConfigError:
         message = f"{what}: {e}"
-        if self._password:  # in case a driver message ever echoes the URL
-            message = message.replace(self._password, "***")
+        for secret in self._secrets:  # in case a driver message ever echoes the URL
+            message = message.replace(secret, "***")
         return ConfigError(message)
 
     # --- lifecycle -----------------------------------------------------------------------

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS toolmesh_config (
     key       TEXT NOT NULL,
     value     TEXT NOT NULL,
     PRIMARY KEY (workspace, type, key)
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS toolmesh_config_version (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
     version INTEGER NOT NULL
@@ -170,8 +170,8 @@ class SQLiteConfigStore:
 
     @staticmethod
     def _version(db: sqlite3.Connection) -> int:
-        return int(db.execute("SELECT version FROM toolmesh_config_version WHERE id = 1")
-                   .fetchone()[0])
+        row = db.execute("SELECT version FROM toolmesh_config_version WHERE id = 1").fetchone()
+        return 0 if row is None else int(row[0])
 
     @staticmethod
     def _select(db: sqlite3.Connection, sql: str, params: tuple[str, ...]) -> list[tuple]:
@@ -212,7 +212,11 @@ class SQLiteConfigStore:
             raise ConfigError(f"cannot {op} in the config store at {self.path}"
                               f" (nothing was written): {e}") from None
         try:
-            version = int(db.execute(_BUMP).fetchone()[0])
+            row = db.execute(_BUMP).fetchone()
+            if row is None:
+                raise ConfigError(f"the config store at {self.path} has no version row in"
+                                  " toolmesh_config_version; was it emptied by hand?")
+            version = int(row[0])
             fn(db, rows)
             db.execute("COMMIT")
         except BaseException as e:
