@@ -7,9 +7,9 @@ import contextlib
 import logging
 import signal
 from collections.abc import Sequence
+from typing import Protocol
 
 from toolmesh.bus.base import Bus
-from toolmesh.rpc.service import Service
 
 log = logging.getLogger("toolmesh.runtime")
 
@@ -38,16 +38,27 @@ async def wait_for_signal(signals: Sequence[signal.Signals] = (signal.SIGINT, si
             loop.remove_signal_handler(sig)
 
 
-async def serve(bus: Bus, services: Sequence[Service]) -> None:
-    """Start ``services``, run until SIGINT/SIGTERM, then stop them and close ``bus``."""
+class Part(Protocol):
+    """Anything ``serve`` can run: a service, the gateway, a watcher."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+async def serve(bus: Bus, services: Sequence[Part]) -> None:
+    """Start ``services`` in order, run until SIGINT/SIGTERM, then stop them in reverse order
+    and close ``bus``."""
+    started: list[Part] = []
     try:
         for service in services:
             await service.start()
+            started.append(service)
         log.info("ready: %d service(s) running; stop with Ctrl-C or SIGTERM", len(services))
         sig = await wait_for_signal()
         log.info("received %s, shutting down", sig.name)
     finally:
-        for service in reversed(services):
+        for service in reversed(started):
             with contextlib.suppress(Exception):
                 await service.stop()
         await bus.close()

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from toolmesh.cli import demo, run_service
+from toolmesh.cli import config_cmd, demo, run_service, serve
 from toolmesh.errors import ToolmeshError
 
 
@@ -18,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo.add_parser(commands)
     run_service.add_parser(commands)
+    serve.add_parsers(commands)
+    config_cmd.add_parser(commands)
     return parser
 
 
@@ -25,6 +27,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "sync", False):
+            return args.run(args) or 0
         return asyncio.run(args.run(args)) or 0
     except ToolmeshError as e:
         print(f"toolmesh: error: {e.message}", file=sys.stderr)

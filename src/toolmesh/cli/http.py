@@ -1,0 +1,83 @@
+"""A small synchronous client of the gateway's REST API, for the command-line tools.
+
+Synchronous on purpose: a CLI makes one or two calls, and urllib starts faster than an
+event loop with an HTTP client library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+from toolmesh.errors import ToolmeshError
+
+DEFAULT_URL = "http://localhost:8888/"
+
+
+class CliError(ToolmeshError):
+    """Ends a command with a one-line message and a non-zero exit status."""
+
+    type = "cli-error"
+
+
+def default_url() -> str:
+    return os.environ.get("TOOLMESH_URL") or os.environ.get("TRUSTGRAPH_URL") or DEFAULT_URL
+
+
+def default_token() -> str | None:
+    return os.environ.get("TOOLMESH_TOKEN") or os.environ.get("TRUSTGRAPH_TOKEN") or None
+
+
+class GatewayClient:
+    """POSTs JSON to the gateway; raises :class:`CliError` with a readable reason."""
+
+    def __init__(self, url: str | None = None, *, token: str | None = None,
+                 timeout: float = 600.0) -> None:
+        self.url = (url or default_url()).rstrip("/") + "/"
+        self.token = token if token is not None else default_token()
+        self.timeout = timeout
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            self.url + path.lstrip("/"), data=json.dumps(body).encode(), method="POST",
+            headers={"Content-Type": "application/json",
+                     **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as e:
+            raise CliError(self._http_error(e)) from None
+        except urllib.error.URLError as e:
+            raise CliError(f"cannot reach the gateway at {self.url}: {e.reason}") from None
+        except (TimeoutError, OSError) as e:
+            raise CliError(f"the gateway at {self.url} did not answer: {e}") from None
+        try:
+            result = json.loads(raw)
+        except json.JSONDecodeError:
+            raise CliError(f"the gateway at {self.url} answered something that is not JSON") from None
+        if not isinstance(result, dict):
+            raise CliError(f"the gateway at {self.url} answered a JSON {type(result).__name__}")
+        error = result.get("error")
+        if error:
+            raise CliError(_describe(error))
+        return result
+
+    def _http_error(self, e: urllib.error.HTTPError) -> str:
+        try:
+            error = json.loads(e.read()).get("error")
+        except (json.JSONDecodeError, AttributeError, OSError):
+            error = None
+        if e.code == 401:
+            return (f"the gateway at {self.url} refused the request (401): "
+                    + ("the token is wrong" if self.token else "it needs a token (--token or "
+                       "TOOLMESH_TOKEN)"))
+        return f"gateway error {e.code}: {_describe(error) if error else e.reason}"
+
+
+def _describe(error: Any) -> str:
+    if isinstance(error, dict):
+        return f"{error.get('type', 'error')}: {error.get('message', '')}"
+    return str(error)

@@ -1,0 +1,156 @@
+"""The config service (SPEC §5): TrustGraph's config operations over the bus, per workspace.
+
+Queues are TrustGraph's: requests on ``request:tg:config``, responses on
+``response:tg:config``, and after every put/delete a push on ``notify:tg:config``:
+``{"version": N, "changes": {"<type>": ["<workspace>"]}}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from toolmesh.bus.base import Bus, Producer
+from toolmesh.config.errors import ConfigError
+from toolmesh.config.store.base import ConfigStore
+from toolmesh.config.validation import validate
+from toolmesh.rpc.service import Reply, Service
+
+log = logging.getLogger("toolmesh.config")
+
+CONFIG_REQUEST_QUEUE = "request:tg:config"
+CONFIG_RESPONSE_QUEUE = "response:tg:config"
+CONFIG_PUSH_QUEUE = "notify:tg:config"
+DEFAULT_WORKSPACE = "default"
+
+OPERATIONS = ("get", "list", "getvalues", "config", "put", "delete")
+
+
+def empty_response(version: int | None = None) -> dict[str, Any]:
+    """A response with every field present, as TrustGraph's clients expect."""
+    return {"version": version, "values": None, "directory": None, "config": None, "error": None}
+
+
+class ConfigService(Service):
+    """Serves the config operations from a :class:`ConfigStore`."""
+
+    error_type = "config-error"
+
+    def __init__(self, bus: Bus, store: ConfigStore, *,
+                 request_queue: str = CONFIG_REQUEST_QUEUE,
+                 response_queue: str = CONFIG_RESPONSE_QUEUE,
+                 push_queue: str = CONFIG_PUSH_QUEUE,
+                 id: str = "config-svc") -> None:
+        super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
+                         subscription=id)
+        self.store = store
+        self.push_queue = push_queue
+        self._push: Producer | None = None
+        self._handlers: dict[str, Callable[[str, dict[str, Any]], Any]] = {
+            "get": self._get, "list": self._list, "getvalues": self._getvalues,
+            "config": self._config, "put": self._put, "delete": self._delete,
+        }
+
+    async def start(self) -> None:
+        self._push = await self.bus.producer(self.push_queue)
+        await super().start()
+        # Tell watchers that started before this service that config can now be loaded.
+        await self._push.send({"version": await self.store.version(), "changes": {}})
+
+    def error_response(self, error: dict[str, str]) -> dict[str, Any]:
+        return {**empty_response(), "error": error}
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        operation = request.get("operation")
+        handler = self._handlers.get(operation) if isinstance(operation, str) else None
+        if handler is None:
+            raise ConfigError(f"unknown config operation {operation!r}; operations: "
+                              + ", ".join(OPERATIONS))
+        workspace = request.get("workspace") or DEFAULT_WORKSPACE
+        if not isinstance(workspace, str):
+            raise ConfigError(f"'workspace' must be a string, not {workspace!r}")
+        await reply(await handler(workspace, request))
+
+    async def _get(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
+        keys = _keys(request)
+        version = await self.store.version()
+        values = await self.store.get(workspace, keys)
+        return {**empty_response(version),
+                "values": [{"type": t, "key": k, "value": v} for (t, k), v in zip(keys, values)]}
+
+    async def _list(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
+        type = _type(request)
+        version = await self.store.version()
+        return {**empty_response(version), "directory": await self.store.keys(workspace, type)}
+
+    async def _getvalues(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
+        type = _type(request)
+        version = await self.store.version()
+        values = await self.store.values(workspace, type)
+        return {**empty_response(version),
+                "values": [{"type": type, "key": k, "value": v} for k, v in sorted(values.items())]}
+
+    async def _config(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
+        version = await self.store.version()
+        return {**empty_response(version), "config": await self.store.dump(workspace)}
+
+    async def _put(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
+        raw = request.get("values")
+        if not isinstance(raw, list) or not raw:
+            raise ConfigError("put needs 'values': a non-empty list of {type, key, value}")
+        items: list[tuple[str, str, str]] = []
+        for i, v in enumerate(raw):
+            if not isinstance(v, dict):
+                raise ConfigError(f"values[{i}] must be an object with type, key and value")
+            type, key, value = v.get("type"), v.get("key"), v.get("value")
+            if not isinstance(type, str) or not type or not isinstance(key, str) or not key:
+                raise ConfigError(f"values[{i}] needs a non-empty 'type' and 'key'")
+            if not isinstance(value, str):
+                raise ConfigError(f"the value of {type}/{key} must be a string (JSON text), "
+                                  f"not {type_of(value)}")
+            validate(type, key, value)
+            items.append((type, key, value))
+        version = await self.store.put(workspace, items)
+        await self._notify(version, workspace, {t for t, _, _ in items})
+        return empty_response(version)
+
+    async def _delete(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
+        keys = _keys(request)
+        if not keys:
+            raise ConfigError("delete needs 'keys': a non-empty list of {type, key}")
+        version = await self.store.delete(workspace, keys)
+        await self._notify(version, workspace, {t for t, _ in keys})
+        return empty_response(version)
+
+    async def _notify(self, version: int, workspace: str, types: set[str]) -> None:
+        assert self._push is not None
+        await self._push.send({"version": version,
+                               "changes": {t: [workspace] for t in sorted(types)}})
+        log.info("config version %d: %s changed in workspace %r", version,
+                 ", ".join(sorted(types)), workspace)
+
+
+def type_of(value: Any) -> str:
+    return type(value).__name__ if value is not None else "null"
+
+
+def _type(request: dict[str, Any]) -> str:
+    type = request.get("type")
+    if not isinstance(type, str) or not type:
+        raise ConfigError(f"operation {request.get('operation')!r} needs 'type' (a config type)")
+    return type
+
+
+def _keys(request: dict[str, Any]) -> list[tuple[str, str]]:
+    raw = request.get("keys")
+    if not isinstance(raw, list):
+        raise ConfigError(f"operation {request.get('operation')!r} needs 'keys': "
+                          "a list of {type, key}")
+    keys = []
+    for i, k in enumerate(raw):
+        if not (isinstance(k, dict) and isinstance(k.get("type"), str) and k["type"]
+                and isinstance(k.get("key"), str) and k["key"]):
+            raise ConfigError(f"keys[{i}] must be an object with a non-empty 'type' and 'key'")
+        keys.append((k["type"], k["key"]))
+    return keys

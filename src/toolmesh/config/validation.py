@@ -1,0 +1,165 @@
+"""Validation of the config types toolmesh understands, applied to every put.
+
+``tool-service``, ``tool`` and ``mcp`` values must be JSON objects with the fields SPEC.md
+requires; any other type is stored as given. A failure names the item and the field, and the
+whole put is refused (nothing is stored).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from toolmesh.bus.queue_id import parse_queue_id
+from toolmesh.config.errors import ConfigError
+from toolmesh.errors import QueueIdError
+
+#: JSON Schema type names, the types an argument may declare
+ARGUMENT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
+
+#: tool type -> the fields it needs besides type/name/description
+TOOL_TYPES: dict[str, tuple[str, ...]] = {
+    "knowledge-query": (),
+    "text-completion": (),
+    "prompt": ("template",),
+    "structured-query": (),
+    "mcp-tool": ("mcp-tool",),
+    "tool-service": ("service",),
+}
+
+MCP_TRANSPORTS = ("streamable-http", "sse", "stdio")
+
+
+class _Item:
+    """One value under validation; ``fail`` names it and the field in the error."""
+
+    def __init__(self, type: str, key: str, value: Any) -> None:
+        self.where = f"{type}/{key}"
+        self.value = value
+
+    def fail(self, field: str | None, problem: str) -> ConfigError:
+        at = f"field {field!r} of {self.where}" if field else self.where
+        return ConfigError(f"invalid {at}: {problem}")
+
+    def string(self, field: str, *, required: bool = True) -> str | None:
+        v = self.value.get(field)
+        if v is None:
+            if required:
+                raise self.fail(field, "is required")
+            return None
+        if not isinstance(v, str) or (required and not v.strip()):
+            raise self.fail(field, f"must be a non-empty string, not {json.dumps(v)}")
+        return v
+
+    def string_list(self, field: str) -> None:
+        v = self.value.get(field)
+        if v is not None and not (isinstance(v, list) and all(isinstance(s, str) for s in v)):
+            raise self.fail(field, f"must be a list of strings, not {json.dumps(v)}")
+
+    def queue(self, field: str) -> None:
+        q = self.string(field)
+        try:
+            parse_queue_id(q)  # type: ignore[arg-type]
+        except QueueIdError as e:
+            raise self.fail(field, e.message) from None
+
+
+def _parse(type: str, key: str, raw: str) -> _Item:
+    item = _Item(type, key, None)
+    try:
+        item.value = json.loads(raw)
+    except (TypeError, json.JSONDecodeError) as e:
+        raise item.fail(None, f"the value is not valid JSON ({e})") from None
+    if not isinstance(item.value, dict):
+        raise item.fail(None, f"the value must be a JSON object, not {type_name(item.value)}")
+    return item
+
+
+def type_name(value: Any) -> str:
+    """The JSON name of a Python value's type, for error messages."""
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number", type(None): "null"}.get(type(value), "?")
+
+
+def _tool_service(item: _Item) -> None:
+    item.string("id")
+    item.queue("request-queue")
+    item.queue("response-queue")
+    params = item.value.get("config-params", [])
+    if not isinstance(params, list):
+        raise item.fail("config-params", "must be an array of {name, required}")
+    for i, p in enumerate(params):
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str) or not p["name"]:
+            raise item.fail(f"config-params[{i}]", "must be an object with a non-empty 'name'")
+        if not isinstance(p.get("required", False), bool):
+            raise item.fail(f"config-params[{i}].required", "must be true or false")
+
+
+def _tool(item: _Item) -> None:
+    tool_type = item.string("type")
+    item.string("name")
+    item.string("description")
+    if tool_type not in TOOL_TYPES:
+        raise item.fail("type", f"unknown tool type {tool_type!r}; known types: "
+                                + ", ".join(TOOL_TYPES))
+    for field in TOOL_TYPES[tool_type]:
+        item.string(field)
+    item.string_list("group")
+    item.string_list("applicable-states")
+    item.string("state", required=False)
+    arguments = item.value.get("arguments", [])
+    if not isinstance(arguments, list):
+        raise item.fail("arguments", "must be an array of {name, type, description}")
+    seen: set[str] = set()
+    for i, a in enumerate(arguments):
+        where = f"arguments[{i}]"
+        if not isinstance(a, dict):
+            raise item.fail(where, "must be an object with name, type and description")
+        name = a.get("name")
+        if not isinstance(name, str) or not name:
+            raise item.fail(f"{where}.name", "is required")
+        if name in seen:
+            raise item.fail(f"{where}.name", f"duplicate argument {name!r}")
+        seen.add(name)
+        if a.get("type", "string") not in ARGUMENT_TYPES:
+            raise item.fail(f"{where}.type", f"{a.get('type')!r} is not one of "
+                                             + ", ".join(ARGUMENT_TYPES))
+        if not isinstance(a.get("description", ""), str):
+            raise item.fail(f"{where}.description", "must be a string")
+        if not isinstance(a.get("required", True), bool):
+            raise item.fail(f"{where}.required", "must be true or false")
+
+
+def _mcp(item: _Item) -> None:
+    transport = item.value.get("transport", "streamable-http")
+    if transport not in MCP_TRANSPORTS:
+        raise item.fail("transport", f"{transport!r} is not one of " + ", ".join(MCP_TRANSPORTS))
+    if transport == "stdio":
+        item.string("command")
+        args = item.value.get("args", [])
+        if not (isinstance(args, list) and all(isinstance(s, str) for s in args)):
+            raise item.fail("args", "must be a list of strings")
+        env = item.value.get("env", {})
+        if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+            raise item.fail("env", "must be an object of strings")
+    else:
+        url = item.string("url")
+        if not url.startswith(("http://", "https://")):  # type: ignore[union-attr]
+            raise item.fail("url", f"must be an http:// or https:// URL, not {url!r}")
+    item.string("remote-name", required=False)
+    item.string("auth-token", required=False)
+
+
+VALIDATORS: dict[str, Callable[[_Item], None]] = {
+    "tool-service": _tool_service,
+    "tool": _tool,
+    "mcp": _mcp,
+}
+
+
+def validate(type: str, key: str, value: str) -> None:
+    """Raise :class:`ConfigError` if ``value`` is not a valid item of ``type``."""
+    check = VALIDATORS.get(type)
+    if check is not None:
+        check(_parse(type, key, value))

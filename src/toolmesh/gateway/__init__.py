@@ -1,0 +1,5 @@
+"""The HTTP + WebSocket gateway (TrustGraph's /api/v1)."""
+
+from toolmesh.gateway.server import Gateway, GatewayOptions
+
+__all__ = ["Gateway", "GatewayOptions"]

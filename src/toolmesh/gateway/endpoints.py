@@ -1,0 +1,69 @@
+"""What the gateway can reach: named endpoints that forward a request to a service on the bus.
+
+An endpoint yields the service's responses as they come (one for config, many for a streaming
+agent), each with a flag saying whether it is the final one. Error responses are passed through as they are:
+the REST and WebSocket layers decide how to show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+from toolmesh.bus.base import Bus
+from toolmesh.rpc.client import RequestClient, default_is_final
+
+Prepare = Callable[[dict[str, Any], str, str], dict[str, Any]]
+
+
+class Endpoint(Protocol):
+    """A service the gateway forwards to."""
+
+    name: str
+    #: True for services addressed per flow (``/api/v1/flow/{flow}/service/{name}``)
+    per_flow: bool
+
+    def call(self, request: dict[str, Any], *, workspace: str,
+             flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
+        """``(response, final)`` for each response to ``request``."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def with_workspace(request: dict[str, Any], workspace: str, flow: str) -> dict[str, Any]:
+    """Fill in the frame's workspace when the request names none."""
+    if request.get("workspace"):
+        return request
+    return {**request, "workspace": workspace}
+
+
+class BusEndpoint:
+    """Forwards to a request/response service on the bus through one shared client."""
+
+    def __init__(self, bus: Bus, name: str, *, request_queue: str, response_queue: str,
+                 per_flow: bool = False, timeout: float = 600.0,
+                 is_final: Callable[[dict[str, Any]], bool] = default_is_final,
+                 prepare: Prepare = with_workspace) -> None:
+        self.name = name
+        self.per_flow = per_flow
+        self.timeout = timeout
+        self._prepare = prepare
+        self._is_final = is_final
+        self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue,
+                                  subscription=f"gateway-{name}", is_final=is_final,
+                                  error_of=lambda response: None)
+
+    async def start(self) -> None:
+        await self._rpc.start()
+
+    async def stop(self) -> None:
+        await self._rpc.stop()
+
+    async def call(self, request: dict[str, Any], *, workspace: str,
+                   flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
+        async for response in self._rpc.stream(self._prepare(request, workspace, flow),
+                                               timeout=self.timeout):
+            yield response, self._is_final(response)
