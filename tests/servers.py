@@ -1,0 +1,34 @@
+"""A real ``toolmesh serve`` process for end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.processes import start_toolmesh
+
+
+@dataclass
+class Served:
+    url: str
+    process: asyncio.subprocess.Process
+    data_dir: Path
+
+
+@asynccontextmanager
+async def toolmesh_serve(data_dir: Path, *extra: str) -> AsyncIterator[Served]:
+    """Run ``toolmesh serve --port 0`` with its data in ``data_dir``; yield its URL."""
+    proc, lines = await start_toolmesh(
+        "serve", "--port", "0", "--config-store", str(data_dir / "config.db"), *extra)
+    found = [m.group(1) for line in lines if (m := re.search(r"gateway listening on (\S+)", line))]
+    try:
+        assert found, "".join(lines)
+        yield Served(found[0], proc, data_dir)
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 20)
