@@ -77,3 +77,59 @@ async def test_config_survives_a_restart(tmp_path: Path) -> None:
         code, out, _ = await run_toolmesh("config", "get", "tool-service/joke-service",
                                           "--url", served.url)
         assert code == 0 and json.loads(out)["id"] == "joke-service"
+
+
+async def script(name: str, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    """Run one of toolmesh's installed console scripts."""
+    import asyncio
+    import shutil
+
+    exe = shutil.which(name)
+    assert exe, f"{name} is not installed (pip install -e .)"
+    proc = await asyncio.create_subprocess_exec(
+        exe, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_seed_commands_in_both_forms(served: Served) -> None:
+    u = ["-u", served.url]
+    # the seed's form
+    code, out, err = await script("tg-put-config-item", "tool-service/joke-service", *u,
+                                  stdin=JOKE_SERVICE)
+    assert (code, out.strip()) == (0, "Configuration item set: tool-service/joke-service"), err
+    # TrustGraph's form
+    code, out, _ = await script("tg-put-config-item", "--type", "tool", "--key", "tell-joke",
+                                "--stdin", *u, stdin=TELL_JOKE)
+    assert code == 0
+    code, out, _ = await script("tg-put-config-item", "--type", "other", "--key", "k",
+                                "--value", "v", *u)
+    assert code == 0
+    code, out, _ = await script("tg-get-config-item", "--type", "tool-service", "--key",
+                                "joke-service", *u)
+    assert json.loads(out) == json.loads(JOKE_SERVICE)
+    code, out, _ = await script("tg-list-config-items", "--type", "tool", *u)
+    assert out.split() == ["tell-joke"]
+    code, out, _ = await script("tg-show-config", *u)
+    assert out.startswith("Version: 3\n")
+    assert json.loads(out.split("\n", 1)[1])["other"] == {"k": "v"}
+    code, out, _ = await script("tg-delete-config-item", "--type", "other", "--key", "k", *u)
+    assert (code, out.strip()) == (0, "Configuration item deleted: other/k")
+
+
+async def test_the_seed_commands_fail_loudly(served: Served) -> None:
+    for args, complaint in [
+        (["tg-put-config-item", "tool/bad", "-u", served.url], "config-error"),
+        (["tg-get-config-item", "--type", "tool", "--key", "nope", "-u", served.url],
+         "no config item tool/nope"),
+        (["tg-show-config", "-u", "http://127.0.0.1:9/"], "cannot reach the gateway"),
+        (["tg-list-config-items", "--type", "tool", "-u", "http://127.0.0.1:9/"],
+         "cannot reach the gateway"),
+    ]:
+        code, out, err = await script(*args, stdin='{"type": "mcp-tool"}')
+        assert code == 1, args
+        assert complaint in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    code, _, err = await script("tg-put-config-item", "-u", served.url, stdin="x")
+    assert code == 2 and "TYPE/KEY or both --type and --key" in err

@@ -33,6 +33,15 @@ class Endpoint(Protocol):
     async def stop(self) -> None: ...
 
 
+def without_nulls(response: dict[str, Any]) -> dict[str, Any]:
+    """The response as clients see it: top-level ``null`` fields left out.
+
+    TrustGraph's clients treat the mere presence of an ``error`` key as a failure (even
+    ``"error": null``), and its own gateway omits empty fields, so ours does too.
+    """
+    return {k: v for k, v in response.items() if v is not None}
+
+
 def with_workspace(request: dict[str, Any], workspace: str, flow: str) -> dict[str, Any]:
     """Fill in the frame's workspace when the request names none."""
     if request.get("workspace"):
@@ -66,4 +75,4 @@ class BusEndpoint:
                    flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
         async for response in self._rpc.stream(self._prepare(request, workspace, flow),
                                                timeout=self.timeout):
-            yield response, self._is_final(response)
+            yield without_nulls(response), self._is_final(response)
