@@ -34,11 +34,14 @@ async def start_toolmesh(*args: str, ready: str = "ready:", timeout: float = 30
                 return proc, lines
 
 
-async def run_toolmesh(*args: str, timeout: float = 60) -> tuple[int, str, str]:
+async def run_toolmesh(*args: str, timeout: float = 60,
+                       stdin_text: str | None = None) -> tuple[int, str, str]:
     """Run a toolmesh command to completion: ``(exit code, stdout, stderr)``."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "toolmesh.cli.main", *args, env=env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    data = stdin_text.encode() if stdin_text is not None else None
+    out, err = await asyncio.wait_for(proc.communicate(data), timeout)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()

@@ -38,6 +38,7 @@ from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, str
 from toolmesh.bus.delivery import run_handler
 from toolmesh.bus.queue_id import QueueId, parse_queue_id
 from toolmesh.errors import BusError
+from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.bus.rabbitmq")
 
@@ -160,7 +161,7 @@ class RabbitMQBus:
             )
             channel = await connection.channel(publisher_confirms=True)
         except (OSError, aiormq.exceptions.AMQPError) as e:
-            raise BusError(f"cannot connect to RabbitMQ at {_safe(url)}: {e}") from None
+            raise BusError(f"cannot connect to RabbitMQ at {mask_url(url)}: {e}") from None
         return cls(url, connection, channel, publish_timeout=publish_timeout)
 
     @property
@@ -208,7 +209,7 @@ class RabbitMQBus:
                 attempts += 1
                 remaining = deadline - time.monotonic()
                 if self.closed or remaining <= 0 or attempts >= 10:
-                    raise BusError(f"cannot publish to {queue} on {_safe(self.url)}: "
+                    raise BusError(f"cannot publish to {queue} on {mask_url(self.url)}: "
                                    f"{type(e).__name__}: {e}") from None
                 log.info("publish to %s failed (%s); waiting for the connection", queue, e)
                 try:
@@ -250,7 +251,7 @@ class RabbitMQBus:
             sub = RabbitMQSubscription(q, channel, amqp_queue, handler)
             await sub.start()
         except (OSError, aiormq.exceptions.AMQPError, RuntimeError) as e:
-            raise BusError(f"cannot subscribe to {q} on {_safe(self.url)}: {e}") from None
+            raise BusError(f"cannot subscribe to {q} on {mask_url(self.url)}: {e}") from None
         self._subscriptions.add(sub)
         return sub
 
@@ -269,13 +270,3 @@ class RabbitMQBus:
             await self._connection.close()
         except _CONNECTION_ERRORS:
             pass
-
-
-def _safe(url: str) -> str:
-    """The URL with its password masked, for error messages and logs."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = creds.split(":", 1)[0]
-    return f"{scheme}{sep}{user}:***@{host}"

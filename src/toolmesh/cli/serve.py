@@ -11,7 +11,8 @@ from toolmesh.bus.base import Bus
 from toolmesh.cli import options
 from toolmesh.config.service import ConfigService
 from toolmesh.config.store import open_store
-from toolmesh.config.store.base import ConfigStore, mask_url
+from toolmesh.config.store.base import ConfigStore
+from toolmesh.urls import mask_url
 from toolmesh.errors import ToolmeshError
 from toolmesh.gateway import Gateway, GatewayOptions
 from toolmesh.runtime import Part, configure_logging, serve

@@ -6,7 +6,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from toolmesh.config.errors import ConfigError
-from toolmesh.config.store.base import ConfigStore, mask_url
+from toolmesh.config.store.base import ConfigStore
+from toolmesh.urls import mask_url
 
 __all__ = ["ConfigError", "ConfigStore", "open_store"]
 

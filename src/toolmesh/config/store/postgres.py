@@ -18,7 +18,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from toolmesh.config.errors import ConfigError
-from toolmesh.config.store.base import Item, Key, check_items, check_keys, check_name, mask_url
+from toolmesh.config.store.base import Item, Key, check_items, check_keys, check_name
+from toolmesh.urls import mask_url
 
 DEFAULT_SCHEMA = "public"
 
