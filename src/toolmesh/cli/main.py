@@ -7,7 +7,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from toolmesh.cli import config_cmd, demo, run_service, serve
+from toolmesh.cli import agent_cmd, config_cmd, demo, run_service, serve
 from toolmesh.errors import ToolmeshError
 
 
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_service.add_parser(commands)
     serve.add_parsers(commands)
     config_cmd.add_parser(commands)
+    agent_cmd.add_parser(commands)
     return parser
 
 

@@ -44,3 +44,24 @@ def add_log_level(parser: argparse.ArgumentParser) -> None:
 
 def config_store_url(args: argparse.Namespace) -> str:
     return args.config_store or str(data_dir() / "config.db")
+
+
+def add_llm(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--llm", default=os.environ.get("TOOLMESH_LLM_URL"),
+                        help="OpenAI-compatible API root, e.g. http://localhost:11434/v1 "
+                             "(Ollama), http://localhost:8000/v1 (vLLM), "
+                             "https://api.openai.com/v1; or scripted:FILE.json "
+                             "(env TOOLMESH_LLM_URL; default: the offline demo model)")
+    parser.add_argument("--model", default=os.environ.get("TOOLMESH_LLM_MODEL"),
+                        help="model name (env TOOLMESH_LLM_MODEL)")
+    parser.add_argument("--api-key", default=None,
+                        help="API key (better: env TOOLMESH_LLM_API_KEY or OPENAI_API_KEY)")
+
+
+def add_agent(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-iterations", type=int,
+                        default=int(os.environ.get("TOOLMESH_MAX_ITERATIONS", "10")),
+                        help="ReAct steps before the agent gives up (default: %(default)s)")
+    parser.add_argument("--tool-timeout", type=float,
+                        default=float(os.environ.get("TOOLMESH_TOOL_TIMEOUT", "120")),
+                        help="seconds a tool may take (default: %(default)s)")

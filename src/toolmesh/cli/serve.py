@@ -16,20 +16,30 @@ from toolmesh.urls import mask_url
 from toolmesh.errors import ToolmeshError
 from toolmesh.gateway import Gateway, GatewayOptions
 from toolmesh.runtime import Part, configure_logging, serve
+from toolmesh.agent.react import AgentOptions
+from toolmesh.agent.service import AgentService
+from toolmesh.llm.base import LLMProvider
+from toolmesh.llm.demo import demo_llm
+from toolmesh.llm.factory import open_provider
+from toolmesh.llm.service import TextCompletionService
+from toolmesh.prompt import PromptService
 from toolmesh.tools.services.joke import JokeService
 
 log = logging.getLogger("toolmesh.serve")
 
-PARTS = ("config", "gateway", "joke")
+PARTS = ("config", "text-completion", "prompt", "agent", "joke", "gateway")
 
 
 def add_parsers(commands: Any) -> None:
     p = commands.add_parser("serve", help="run everything in one process (the embedded default)",
-                            description="Run the bus, config service, gateway and the joke "
-                                        "service in one process until Ctrl-C.")
+                            description="Run the bus, config, text-completion, prompt and "
+                                        "agent services, the joke tool service and the "
+                                        "gateway in one process until Ctrl-C.")
     options.add_bus(p)
     options.add_config_store(p)
     options.add_gateway(p)
+    options.add_llm(p)
+    options.add_agent(p)
     options.add_log_level(p)
     p.set_defaults(run=run_serve)
 
@@ -39,6 +49,8 @@ def add_parsers(commands: Any) -> None:
     options.add_bus(r)
     options.add_config_store(r)
     options.add_gateway(r)
+    options.add_llm(r)
+    options.add_agent(r)
     options.add_log_level(r)
     r.set_defaults(run=run_part)
 
@@ -48,8 +60,20 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
                           max_body=args.max_body)
 
 
+def llm_provider(args: argparse.Namespace) -> LLMProvider:
+    """The provider ``--llm`` names, or the clearly labelled offline demo model."""
+    if args.llm:
+        provider = open_provider(args.llm, model=args.model, api_key=args.api_key)
+        log.info("LLM: %s", provider.name)
+        return provider
+    log.warning("OFFLINE DEMO MODE: no --llm given, so answers come from a scripted demo "
+                "model that can only call the tell-joke tool. Use a real model with "
+                "--llm http://HOST:PORT/v1 --model NAME (OpenAI, vLLM, Ollama, llama.cpp).")
+    return demo_llm()
+
+
 async def build(part: str, bus: Bus, args: argparse.Namespace,
-                stores: list[ConfigStore]) -> Part:
+                stores: list[Any], closers: list[Any]) -> Part:
     """One part, ready to start."""
     if part == "config":
         url = options.config_store_url(args)
@@ -61,6 +85,15 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         return Gateway(bus, gateway_options(args))
     if part == "joke":
         return JokeService(bus, topic="joke", id="joke-service")
+    if part == "text-completion":
+        provider = llm_provider(args)
+        closers.append(provider)
+        return TextCompletionService(bus, provider)
+    if part == "prompt":
+        return PromptService(bus)
+    if part == "agent":
+        return AgentService(bus, options=AgentOptions(max_iterations=args.max_iterations,
+                                                      tool_timeout=args.tool_timeout))
     raise ToolmeshError(f"unknown part {part!r}; parts: {', '.join(PARTS)}", type="usage-error")
 
 
@@ -68,12 +101,15 @@ async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     bus = await connect(args.bus)
     stores: list[ConfigStore] = []
+    providers: list[LLMProvider] = []
     try:
         log.info("bus: %s", mask_url(args.bus))
-        await serve(bus, [await build(p, bus, args, stores) for p in parts])
+        await serve(bus, [await build(p, bus, args, stores, providers) for p in parts])
     finally:
         for store in stores:
             await store.close()
+        for provider in providers:
+            await provider.close()
         await bus.close()
     return 0
 

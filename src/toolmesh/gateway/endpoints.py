@@ -7,6 +7,7 @@ the REST and WebSocket layers decide how to show them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
@@ -76,3 +77,48 @@ class BusEndpoint:
         async for response in self._rpc.stream(self._prepare(request, workspace, flow),
                                                timeout=self.timeout):
             yield without_nulls(response), self._is_final(response)
+
+
+class FlowEndpoint:
+    """A per-flow service: ``{flow}`` in the queue names picks the flow's instance."""
+
+    def __init__(self, bus: Bus, name: str, *, request_queue: str, response_queue: str,
+                 timeout: float = 600.0,
+                 is_final: Callable[[dict[str, Any]], bool] = default_is_final,
+                 prepare: Prepare = with_workspace) -> None:
+        self.name = name
+        self.per_flow = True
+        self._bus = bus
+        self._queues = (request_queue, response_queue)
+        self._options: dict[str, Any] = {"timeout": timeout, "is_final": is_final,
+                                         "prepare": prepare}
+        self._flows: dict[str, BusEndpoint] = {}
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        return None  # flows are connected on first use
+
+    async def stop(self) -> None:
+        for endpoint in self._flows.values():
+            await endpoint.stop()
+        self._flows.clear()
+
+    async def _for(self, flow: str) -> BusEndpoint:
+        endpoint = self._flows.get(flow)
+        if endpoint is None:
+            async with self._lock:
+                endpoint = self._flows.get(flow)
+                if endpoint is None:
+                    endpoint = BusEndpoint(
+                        self._bus, self.name, request_queue=self._queues[0].format(flow=flow),
+                        response_queue=self._queues[1].format(flow=flow), per_flow=True,
+                        **self._options)
+                    await endpoint.start()
+                    self._flows[flow] = endpoint
+        return endpoint
+
+    async def call(self, request: dict[str, Any], *, workspace: str,
+                   flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
+        endpoint = await self._for(flow)
+        async for item in endpoint.call(request, workspace=workspace, flow=flow):
+            yield item

@@ -22,7 +22,8 @@ from toolmesh.bus.base import Bus
 from toolmesh.config.service import CONFIG_REQUEST_QUEUE, CONFIG_RESPONSE_QUEUE, DEFAULT_WORKSPACE
 from toolmesh.errors import RequestError
 from toolmesh.gateway.auth import Auth
-from toolmesh.gateway.endpoints import BusEndpoint, Endpoint
+from toolmesh.gateway.endpoints import BusEndpoint, Endpoint, FlowEndpoint
+from toolmesh.schema.agent import is_final as agent_is_final
 from toolmesh.gateway.socket import SocketSession
 
 log = logging.getLogger("toolmesh.gateway")
@@ -56,6 +57,9 @@ class Gateway:
         self.endpoints: dict[str, Endpoint] = {}
         self.add(BusEndpoint(bus, "config", request_queue=CONFIG_REQUEST_QUEUE,
                              response_queue=CONFIG_RESPONSE_QUEUE, timeout=options.timeout))
+        self.add(FlowEndpoint(bus, "agent", request_queue="request:tg:agent:{flow}",
+                              response_queue="response:tg:agent:{flow}", timeout=options.timeout,
+                              is_final=agent_is_final))
         for endpoint in options.extra_endpoints:
             self.add(endpoint)
         self._runner: web.AppRunner | None = None
@@ -143,6 +147,8 @@ class Gateway:
             return web.json_response(error_body("unknown-service", self._unknown(service, flow)),
                                      status=404)
         workspace = request.headers.get("X-Workspace") or DEFAULT_WORKSPACE
+        # A REST caller gets one body back, so a streaming agent would only add traffic.
+        body.setdefault("streaming", False)
         try:
             responses = [r async for r, _ in endpoint.call(body, workspace=workspace,
                                                            flow=flow or "default")]

@@ -1,0 +1,1 @@
+"""The ReAct agent: tools from config, the loop, and the agent service."""

@@ -1,0 +1,164 @@
+"""The ReAct loop (SPEC §1): think, act, observe, until a final answer.
+
+Errors are kept apart as DESIGN.md says: the model's faults (unknown tool, bad arguments,
+unparsable reply) and a tool's faults (error response, timeout) become observations the LLM
+sees, and the loop goes on; the system's faults (LLM unreachable, too many iterations) end
+the dialog with an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from toolmesh.agent.arguments import check_arguments
+from toolmesh.agent.parser import Action, FinalAnswer, ParseFailure, Reply, StreamingParser, parse_reply
+from toolmesh.agent.tools import Call, Tool, ToolError
+from toolmesh.agent.toolset import ToolSet
+from toolmesh.errors import RequestError, RequestTimeout
+from toolmesh.schema.agent import AgentRequest, Step, message, new_message_id
+
+log = logging.getLogger("toolmesh.agent")
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+
+PROTOCOL_HINT = ("Reply with 'Thought:' and then either 'Action:' with the tool name and "
+                 "'Args:' with a JSON object, or 'Final Answer:'.")
+
+
+class Prompts(Protocol):
+    """Renders a named template and completes it with the LLM (the prompt service's client)."""
+
+    async def render_and_complete(self, id: str, variables: Mapping[str, Any], *,
+                                  timeout: float) -> str: ...
+
+    def stream(self, id: str, variables: Mapping[str, Any], *, timeout: float) -> AsyncIterator[str]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOptions:
+    max_iterations: int = 10
+    tool_timeout: float = 120.0
+    llm_timeout: float = 600.0
+    template: str = "agent-react"
+
+
+class ReactLoop:
+    """Runs dialogs; each :meth:`run` has its own history, so many run at once."""
+
+    def __init__(self, *, prompts: Prompts, tools: Callable[[], ToolSet],
+                 options: AgentOptions = AgentOptions()) -> None:
+        self.prompts = prompts
+        self.tools = tools
+        self.options = options
+
+    async def run(self, request: AgentRequest, emit: Emit) -> None:
+        history = list(request.history)
+        state = request.state
+        for _ in range(self.options.max_iterations):
+            # The tool set is read at every step: config changes apply from the next step on.
+            offered = {t.name: t for t in self.tools().offered(groups=request.groups, state=state)}
+            variables = {"question": request.question, "context": "",
+                         "tools": [t.describe() for t in offered.values()],
+                         "history": [s.to_wire() for s in history]}
+            try:
+                reply = await self._think(variables, request.streaming, emit)
+            except RequestError as e:
+                await emit(message("error", f"the LLM could not be reached: {e.message}",
+                                   message_id=new_message_id(), end_of_dialog=True,
+                                   error={"type": e.type, "message": e.message}))
+                return
+            if isinstance(reply, FinalAnswer):
+                return
+            if isinstance(reply, ParseFailure):
+                step = Step(thought=reply.thought,
+                            observation=f"Error: your reply could not be parsed: {reply.problem}. "
+                                        + PROTOCOL_HINT)
+            else:
+                observation, ok = await self._act(reply, offered, request.user)
+                step = Step(thought=reply.thought, action=reply.name, arguments=reply.arguments,
+                            observation=observation)
+                tool = offered.get(reply.name)
+                if ok and tool is not None and tool.info.state:
+                    state = tool.info.state
+            await emit(message("observation", step.observation, message_id=new_message_id()))
+            history.append(step)
+        limit = self.options.max_iterations
+        await emit(message("error", f"no final answer after {limit} steps", end_of_dialog=True,
+                           message_id=new_message_id(),
+                           error={"type": "max-iterations",
+                                  "message": f"the agent reached its limit of {limit} steps "
+                                             "without a final answer"}))
+
+    async def _think(self, variables: dict[str, Any], streaming: bool, emit: Emit) -> Reply:
+        """Ask the LLM for the next step; emit its thought (and answer, if it is final)."""
+        thought_id, answer_id = new_message_id(), new_message_id()
+        if not streaming:
+            reply = parse_reply(await self.prompts.render_and_complete(
+                self.options.template, variables, timeout=self.options.llm_timeout))
+            if reply.thought:
+                await emit(message("thought", reply.thought, message_id=thought_id))
+            if isinstance(reply, FinalAnswer):
+                await emit(message("answer", reply.answer, message_id=answer_id,
+                                   end_of_dialog=True, answer=reply.answer))
+            return reply
+        parser = StreamingParser()
+        thought_open = answer_started = False
+
+        async def say_thought(text: str, *, last: bool) -> None:
+            nonlocal thought_open
+            if text or thought_open:
+                await emit(message("thought", text, message_id=thought_id, end_of_message=last))
+                thought_open = not last
+
+        async for chunk in self.prompts.stream(self.options.template, variables,
+                                               timeout=self.options.llm_timeout):
+            thought, answer = parser.feed(chunk)
+            if thought:
+                await say_thought(thought, last=False)
+            if answer:
+                if thought_open:
+                    await say_thought("", last=True)  # the thought is over once the answer begins
+                answer_started = True
+                await emit(message("answer", answer, message_id=answer_id, end_of_message=False))
+        thought, answer, reply = parser.finish()
+        await say_thought(thought, last=True)
+        if isinstance(reply, FinalAnswer):
+            if answer:
+                await emit(message("answer", answer, message_id=answer_id, end_of_message=False))
+            await emit(message("answer", "", message_id=answer_id, end_of_dialog=True,
+                               answer=reply.answer))
+        elif answer_started:
+            log.warning("a streamed answer turned out not to be final")
+        return reply
+
+    async def _act(self, action: Action, offered: Mapping[str, Tool], user: str) -> tuple[str, bool]:
+        """The observation of one action, and whether the tool succeeded."""
+        tool = offered.get(action.name)
+        if tool is None:
+            names = ", ".join(repr(n) for n in offered) or "none"
+            return f"Error: there is no tool {action.name!r}. Available tools: {names}.", False
+        arguments = action.arguments
+        problems = check_arguments(arguments, tool.arguments)
+        if not problems:
+            problems = tool.check(arguments)
+        if problems:
+            return (f"Error: invalid arguments for {tool.name!r}: " + "; ".join(problems)
+                    + f". You passed: {json.dumps(arguments, ensure_ascii=False)}"), False
+        timeout = self.options.tool_timeout
+        try:
+            # The deadline is passed down so a client can cancel its call; wait_for is the
+            # backstop for a tool that ignores it.
+            async with asyncio.timeout(timeout + 1.0):
+                return await tool.invoke(arguments, Call(user=user, timeout=timeout)), True
+        except (RequestTimeout, TimeoutError):
+            return f"Error: the tool {tool.name!r} did not answer within {timeout:g} s", False
+        except (RequestError, ToolError) as e:
+            return f"Error: {e.message}", False
+        except Exception as e:
+            log.exception("tool %r failed", tool.name)
+            return f"Error: the tool {tool.name!r} failed: {type(e).__name__}: {e}", False

@@ -1,0 +1,81 @@
+"""The agent service on the bus: TrustGraph's agent queues, tools from config, hot reload."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from toolmesh.agent.react import AgentOptions, ReactLoop
+from toolmesh.agent.tools.context import ClientPool
+from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
+from toolmesh.bus.base import Bus
+from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
+from toolmesh.prompt import PromptClient
+from toolmesh.rpc.service import Reply, Service
+from toolmesh.schema.agent import message, new_message_id, parse_request
+
+log = logging.getLogger("toolmesh.agent")
+
+AGENT_REQUEST_QUEUE = "request:tg:agent:default"
+AGENT_RESPONSE_QUEUE = "response:tg:agent:default"
+
+
+class AgentService(Service):
+    """Answers agent requests with a ReAct loop over the tools the config describes.
+
+    The tools are rebuilt whenever a ``tool``, ``tool-service`` or ``mcp`` item changes and
+    take effect from the next dialog step; dialogs in flight keep running.
+    """
+
+    error_type = "agent-error"
+
+    def __init__(self, bus: Bus, *, request_queue: str = AGENT_REQUEST_QUEUE,
+                 response_queue: str = AGENT_RESPONSE_QUEUE,
+                 prompt_queues: dict[str, str] | None = None,
+                 config_queues: dict[str, str] | None = None,
+                 options: AgentOptions = AgentOptions(), id: str = "agent",
+                 concurrency: int = 256, workspace: str = "default") -> None:
+        super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
+                         subscription=f"{id}-request", concurrency=concurrency)
+        self.clients = ClientPool(bus)
+        self.prompts = PromptClient(bus, **(prompt_queues or {}))
+        self.toolset = ToolSet()
+        self._rebuild = asyncio.Lock()
+        self._changed = asyncio.Condition()
+        self._watcher = ConfigWatcher(bus, types=WATCHED_TYPES, on_change=self._on_config,
+                                      workspace=workspace, **(config_queues or {}))
+        self.loop = ReactLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options)
+        self.services: dict[str, Any] = {"prompt": self.prompts}
+
+    async def start(self) -> None:
+        await self.prompts.start()
+        await self._watcher.start()
+        await super().start()
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self._watcher.stop()
+        await self.prompts.stop()
+        await self.clients.close()
+
+    async def wait_for_config(self, version: int) -> None:
+        """Wait until tools from config ``version`` (or later) are in place (for tests/tools)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.toolset.version >= version)
+
+    async def _on_config(self, snapshot: ConfigSnapshot) -> None:
+        async with self._rebuild:
+            self.toolset = await build_toolset(snapshot, clients=self.clients,
+                                               services=self.services, previous=self.toolset)
+        log.info("config version %d: tools %s", snapshot.version,
+                 ", ".join(self.toolset.tools) or "(none)")
+        async with self._changed:
+            self._changed.notify_all()
+
+    def error_response(self, error: dict[str, str]) -> dict[str, Any]:
+        return message("error", error.get("message", ""), message_id=new_message_id(),
+                       end_of_dialog=True, error=error)
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        await self.loop.run(parse_request(request), reply)

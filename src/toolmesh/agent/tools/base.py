@@ -1,0 +1,82 @@
+"""The tool seam: what the agent calls, built from one ``tool`` config item."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolmesh.agent.arguments import Argument, arguments_from_config
+from toolmesh.errors import ToolmeshError
+
+
+class ToolError(ToolmeshError):
+    """A tool failed; the agent shows the LLM ``Error: <message>`` and goes on."""
+
+    type = "tool-error"
+
+
+class ToolBuildError(ToolmeshError):
+    """A tool config item cannot be turned into a tool (missing service, missing param...)."""
+
+    type = "config-error"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Call:
+    """What one invocation carries besides the arguments."""
+
+    user: str
+    timeout: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolInfo:
+    """The parts of a tool config item every tool type shares."""
+
+    key: str
+    name: str
+    description: str
+    arguments: tuple[Argument, ...] = ()
+    group: tuple[str, ...] = ("default",)
+    applicable_states: tuple[str, ...] = ("*",)
+    state: str | None = None
+
+    @classmethod
+    def from_config(cls, key: str, config: Mapping[str, Any], *,
+                    arguments: tuple[Argument, ...] | None = None) -> ToolInfo:
+        return cls(
+            key=key, name=str(config["name"]), description=str(config.get("description") or ""),
+            arguments=arguments if arguments is not None else arguments_from_config(config.get("arguments")),
+            group=tuple(config.get("group") or ("default",)),
+            applicable_states=tuple(config.get("applicable-states") or ("*",)),
+            state=config.get("state") or None)
+
+
+class Tool(ABC):
+    """A tool the agent can offer: its description for the LLM, and how to call it."""
+
+    def __init__(self, info: ToolInfo) -> None:
+        self.info = info
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def arguments(self) -> tuple[Argument, ...]:
+        return self.info.arguments
+
+    def check(self, arguments: dict[str, Any]) -> list[str]:
+        """Problems with ``arguments`` beyond the declared list (a type may add schema checks)."""
+        return []
+
+    @abstractmethod
+    async def invoke(self, arguments: dict[str, Any], call: Call) -> str:
+        """The observation for one call; raise :class:`ToolError` (or RequestError) on failure."""
+
+    def describe(self) -> dict[str, Any]:
+        """The tool as the prompt template sees it."""
+        return {"name": self.info.name, "description": self.info.description,
+                "arguments": [a.to_prompt() for a in self.info.arguments]}

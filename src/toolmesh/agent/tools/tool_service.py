@@ -1,0 +1,42 @@
+"""``tool-service`` tools: any service on the bus, through its descriptor (SPEC §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolmesh.agent.tools.base import Call, Tool, ToolBuildError, ToolInfo
+from toolmesh.agent.tools.context import BuildContext
+from toolmesh.tools.client import ToolServiceClient
+
+
+class ToolServiceTool(Tool):
+    """Calls a tool service with the tool's config-param values and the caller's user."""
+
+    def __init__(self, info: ToolInfo, client: ToolServiceClient, config: dict[str, Any]) -> None:
+        super().__init__(info)
+        self.client = client
+        self.config = config
+
+    async def invoke(self, arguments: dict[str, Any], call: Call) -> str:
+        return await self.client.call(user=call.user, config=self.config, arguments=arguments,
+                                      timeout=call.timeout)
+
+
+async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> Tool:
+    service_id = config["service"]
+    descriptor = context.config.get("tool-service", {}).get(service_id)
+    if descriptor is None:
+        raise ToolBuildError(f"tool/{key} uses tool service {service_id!r}, but there is no "
+                             f"config item tool-service/{service_id}")
+    values: dict[str, Any] = {}
+    for param in descriptor.get("config-params") or []:
+        name = param["name"]
+        if name in config:
+            values[name] = config[name]
+        elif param.get("required", False):
+            raise ToolBuildError(f"tool/{key} does not set {name!r}, which tool service "
+                                 f"{service_id!r} requires (config-params)")
+    client = await context.clients.tool_service(descriptor["request-queue"],
+                                                descriptor["response-queue"])
+    return ToolServiceTool(ToolInfo.from_config(key, config), client, values)

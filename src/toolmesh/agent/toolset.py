@@ -1,0 +1,91 @@
+"""The set of tools an agent offers, rebuilt from config on every change."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolmesh.agent.tools import Tool, ToolBuildError, build_tool
+from toolmesh.agent.tools.context import BuildContext, ClientPool
+from toolmesh.config.client import ConfigSnapshot
+
+log = logging.getLogger("toolmesh.agent.tools")
+
+#: the config types an agent watches
+WATCHED_TYPES = ("tool", "tool-service", "mcp")
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """Tools by name, the config version they come from, and what could not be built."""
+
+    version: int = -1
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+    def offered(self, *, groups: Sequence[str] | None, state: str | None) -> list[Tool]:
+        """The tools for a request in ``groups`` (default ``["default"]``) and ``state``."""
+        wanted = set(groups or ("default",))
+        offered = []
+        for tool in self.tools.values():
+            info = tool.info
+            in_group = "*" in wanted or "*" in info.group or bool(wanted & set(info.group))
+            in_state = "*" in info.applicable_states or (state is not None
+                                                         and state in info.applicable_states)
+            if in_group and in_state:
+                offered.append(tool)
+        return sorted(offered, key=lambda t: t.name)
+
+
+def parse_snapshot(snapshot: ConfigSnapshot) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The JSON values of a snapshot by type and key, and the keys that do not parse."""
+    parsed: dict[str, dict[str, Any]] = {}
+    problems: dict[str, str] = {}
+    for type, items in snapshot.items.items():
+        parsed[type] = {}
+        for key, raw in items.items():
+            try:
+                value = json.loads(raw)
+                if not isinstance(value, dict):
+                    raise ValueError("not a JSON object")
+                parsed[type][key] = value
+            except ValueError as e:
+                problems[f"{type}/{key}"] = f"{type}/{key} is not a JSON object: {e}"
+    return parsed, problems
+
+
+async def build_toolset(snapshot: ConfigSnapshot, *, clients: ClientPool,
+                        services: dict[str, Any], previous: ToolSet) -> ToolSet:
+    """Build every tool of ``snapshot``.
+
+    A tool that cannot be built keeps its previous definition (if it had one) and the problem
+    is reported; the other changes apply. Two tools with one name: the first key wins.
+    """
+    config, problems = parse_snapshot(snapshot)
+    context = BuildContext(clients=clients, config=config, services=services)
+    previous_by_key = {t.info.key: t for t in previous.tools.values()}
+    tools: dict[str, Tool] = {}
+    keys = set(config.get("tool", {})) | {k for k in snapshot.of("tool")}
+    for key in sorted(keys):
+        try:
+            if key not in config.get("tool", {}):
+                raise ToolBuildError(problems[f"tool/{key}"])  # its JSON did not parse
+            tool = await build_tool(key, config["tool"][key], context)
+        except (ToolBuildError, KeyError, TypeError, ValueError) as e:
+            message = e.message if isinstance(e, ToolBuildError) else f"tool/{key}: {e!r}"
+            problems[f"tool/{key}"] = message
+            kept = previous_by_key.get(key)
+            if kept is None:
+                continue
+            tool = kept
+        if tool.name in tools:
+            problems[f"tool/{key}"] = (f"tool/{key} is named {tool.name!r} like tool/"
+                                       f"{tools[tool.name].info.key}; it is not offered")
+            continue
+        tools[tool.name] = tool
+    for where, problem in problems.items():
+        log.error("config version %d: %s", snapshot.version, problem)
+    return ToolSet(snapshot.version, tools, problems)

@@ -1,0 +1,102 @@
+"""``toolmesh agent "question"``: ask the agent through the gateway's WebSocket and print the
+answer as it streams (thoughts and observations too with ``-v``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import aiohttp
+
+from toolmesh.cli.http import CliError, default_token, default_url
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser("agent", help="ask the agent a question through the gateway")
+    p.add_argument("question")
+    p.add_argument("-u", "--url", default=None,
+                   help="gateway URL (env TOOLMESH_URL; default http://localhost:8888/)")
+    p.add_argument("-t", "--token", default=None, help="bearer token (env TOOLMESH_TOKEN)")
+    p.add_argument("-f", "--flow", default="default")
+    p.add_argument("-g", "--group", nargs="+", help="tool groups to offer (default: default)")
+    p.add_argument("-s", "--state", help="the state the dialog starts in")
+    p.add_argument("--user", default=None, help="the user tools run for")
+    p.add_argument("--no-streaming", action="store_true", help="wait for whole messages")
+    p.add_argument("-v", "--verbose", action="store_true", help="show thoughts and observations")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.set_defaults(run=run)
+
+
+def socket_url(url: str) -> str:
+    base = url.rstrip("/") + "/"
+    if base.startswith("https://"):
+        return "wss://" + base[len("https://"):] + "api/v1/socket"
+    if base.startswith("http://"):
+        return "ws://" + base[len("http://"):] + "api/v1/socket"
+    raise CliError(f"the gateway URL must start with http:// or https://, not {url!r}")
+
+
+class Printer:
+    """Prints messages as they come: the answer on stdout, the rest (with -v) on stderr."""
+
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
+        self.current: str | None = None
+
+    def show(self, m: dict[str, Any]) -> None:
+        kind, content = m.get("message_type"), m.get("content") or ""
+        if kind == "answer":
+            if self.current not in (None, "answer"):
+                print(file=sys.stderr, flush=True)
+            self.current = "answer"
+            print(content, end="", flush=True)
+        elif kind in ("thought", "observation") and self.verbose and content:
+            if self.current != m.get("message_id"):
+                print(("\n" if self.current else "") + ("🤔 " if kind == "thought" else "💡 "),
+                      end="", file=sys.stderr)
+                self.current = m.get("message_id")
+            print(content, end="", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        print(flush=True)
+
+
+async def run(args: argparse.Namespace) -> int:
+    token = args.token if args.token is not None else default_token()
+    request: dict[str, Any] = {"question": args.question, "streaming": not args.no_streaming}
+    if args.group:
+        request["group"] = args.group
+    if args.state:
+        request["state"] = args.state
+    if args.user:
+        request["user"] = args.user
+    url = socket_url(args.url or default_url())
+    printer = Printer(args.verbose)
+    try:
+        async with aiohttp.ClientSession() as session, session.ws_connect(url, heartbeat=30) as ws:
+            await ws.send_json({"type": "auth", "token": token or ""})
+            auth = json.loads(await ws.receive_str(timeout=30))
+            if auth.get("type") != "auth-ok":
+                raise CliError(f"the gateway refused the token: {auth.get('error', auth)}")
+            await ws.send_json({"id": "q1", "service": "agent", "flow": args.flow,
+                                "request": request})
+            while True:
+                raw = await ws.receive(timeout=args.timeout)
+                if raw.type != aiohttp.WSMsgType.TEXT:
+                    raise CliError("the gateway closed the connection before the answer ended")
+                frame = json.loads(raw.data)
+                response = frame.get("response") or {}
+                error = frame.get("error") or response.get("error")
+                if error:
+                    raise CliError(f"{error.get('type', 'error')}: {error.get('message', '')}")
+                printer.show(response)
+                if frame.get("complete") or response.get("end_of_dialog"):
+                    break
+    except aiohttp.ClientError as e:
+        raise CliError(f"cannot reach the gateway at {url}: {e}") from None
+    except TimeoutError:
+        raise CliError(f"no answer from the agent within {args.timeout:g} s") from None
+    printer.done()
+    return 0

@@ -1,0 +1,182 @@
+"""The text-completion service: an :class:`LLMProvider` on the bus, on TrustGraph's wire.
+
+Request: ``{"system": str, "prompt": str, "streaming": bool}`` (``system`` and ``streaming``
+optional). Response: ``{"error": null | {"type", "message"}, "response": str, "in_token":
+int | null, "out_token": int | null, "model": str | null, "end_of_stream": bool}``.
+
+Not streaming: one response, ``end_of_stream: true``. Streaming: one response per chunk
+(``end_of_stream: false``), then a last one with ``response: ""``, the token counts and the
+model when known, and ``end_of_stream: true``. An error — before or during a stream — is one
+response carrying ``error`` with ``end_of_stream: true``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
+from toolmesh.errors import ServiceError
+from toolmesh.llm.base import Completion, CompletionStream, LLMProvider
+from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient
+from toolmesh.rpc.service import Reply, Service
+
+log = logging.getLogger("toolmesh.llm")
+
+REQUEST_QUEUE = "request:tg:text-completion:default"
+RESPONSE_QUEUE = "response:tg:text-completion:default"
+
+
+def request(*, system: str, prompt: str, streaming: bool = False) -> dict[str, Any]:
+    """A text-completion request."""
+    return {"system": system, "prompt": prompt, "streaming": streaming}
+
+
+def parse_request(body: Mapping[str, Any]) -> tuple[str, str, bool]:
+    """``(system, prompt, streaming)``, or :class:`ServiceError` saying what is wrong."""
+    system = body.get("system")
+    system = "" if system is None else system
+    prompt = body.get("prompt")
+    streaming = body.get("streaming")
+    streaming = False if streaming is None else streaming
+    if not isinstance(system, str):
+        raise _malformed("system", "a string", system)
+    if not isinstance(prompt, str):
+        raise _malformed("prompt", "a string", prompt)
+    if not isinstance(streaming, bool):
+        raise _malformed("streaming", "true or false", streaming)
+    return system, prompt, streaming
+
+
+def _malformed(name: str, expected: str, value: Any) -> ServiceError:
+    problem = (f"{name!r} is missing; it must be {expected}" if value is None
+               else f"{name!r} must be {expected}, not {type(value).__name__}")
+    return ServiceError(problem, type="malformed-request")
+
+
+def response(text: str, *, in_token: int | None = None, out_token: int | None = None,
+             model: str | None = None, end_of_stream: bool = True) -> dict[str, Any]:
+    """A success response (every field present, as TrustGraph's clients expect)."""
+    return {"error": None, "response": text, "in_token": in_token, "out_token": out_token,
+            "model": model, "end_of_stream": end_of_stream}
+
+
+def error_response(error: Mapping[str, str]) -> dict[str, Any]:
+    """An error response; it always ends the stream."""
+    return {**response(""), "error": dict(error)}
+
+
+def completion_of(body: Mapping[str, Any], text: str | None = None) -> Completion:
+    """The :class:`Completion` a (final) response describes; ``text`` overrides its text."""
+    def count(name: str) -> int | None:
+        value = body.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    model = body.get("model")
+    return Completion(text=str(body.get("response") or "") if text is None else text,
+                      in_tokens=count("in_token"), out_tokens=count("out_token"),
+                      model=model if isinstance(model, str) else None)
+
+
+class TextCompletionService(Service):
+    """Serves text completions from ``provider``; many requests are answered at once.
+
+    Replicas with the same ``id`` share the work (competing consumers on the subscription
+    ``<id>-request``). An :class:`~toolmesh.llm.base.LLMError` — or any other failure of the
+    provider — becomes an error response of type ``llm-error``; the service keeps serving.
+    The provider belongs to the caller: stopping the service does not close it.
+    """
+
+    error_type = "llm-error"
+
+    def __init__(self, bus: Bus, provider: LLMProvider, *,
+                 request_queue: str = REQUEST_QUEUE, response_queue: str = RESPONSE_QUEUE,
+                 id: str = "text-completion", concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
+                         subscription=f"{id}-request", concurrency=concurrency)
+        self.id = id
+        self.provider = provider
+
+    async def start(self) -> None:
+        await super().start()
+        log.info("text-completion %r answers with %s", self.id, self.provider.name)
+
+    def error_response(self, error: dict[str, str]) -> dict[str, Any]:
+        return error_response(error)
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        system, prompt, streaming = parse_request(request)
+        if not streaming:
+            done = await self.provider.complete(system=system, prompt=prompt)
+            await reply(response(done.text, in_token=done.in_tokens, out_token=done.out_tokens,
+                                 model=done.model))
+            return
+        chunks = self.provider.stream(system=system, prompt=prompt)
+        try:
+            async for chunk in chunks:
+                if chunk:
+                    await reply(response(chunk, end_of_stream=False))
+        finally:
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()  # on error or cancel, release the provider's response now
+        done = chunks.completion if isinstance(chunks, CompletionStream) else None
+        await reply(response("", in_token=done.in_tokens if done else None,
+                             out_token=done.out_tokens if done else None,
+                             model=done.model if done else None))
+
+
+class TextCompletionClient:
+    """Asks a text-completion service; one client serves any number of concurrent calls.
+
+    An error response raises :class:`toolmesh.RequestError` with the service's type (e.g.
+    ``llm-error``) and message; a missed deadline raises :class:`toolmesh.RequestTimeout`.
+    Use ``async with`` or :meth:`start`/:meth:`stop`.
+    """
+
+    def __init__(self, bus: Bus, *, request_queue: str = REQUEST_QUEUE,
+                 response_queue: str = RESPONSE_QUEUE, subscription: str | None = None) -> None:
+        self._rpc = RequestClient(bus, request_queue=request_queue,
+                                  response_queue=response_queue, subscription=subscription)
+
+    async def start(self) -> None:
+        await self._rpc.start()
+
+    async def stop(self) -> None:
+        await self._rpc.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    async def complete(self, system: str, prompt: str, *,
+                       timeout: float | None = DEFAULT_TIMEOUT) -> Completion:
+        """The whole answer in one response."""
+        body = await self._rpc.request(request(system=system, prompt=prompt), timeout=timeout)
+        return completion_of(body)
+
+    def stream(self, system: str, prompt: str, *,
+               timeout: float | None = DEFAULT_TIMEOUT) -> CompletionStream:
+        """The answer chunk by chunk; ``completion`` holds the token counts at the end.
+
+        ``timeout`` bounds the whole stream.
+        """
+        return CompletionStream(self._stream(system, prompt, timeout))
+
+    async def _stream(self, system: str, prompt: str,
+                      timeout: float | None) -> AsyncIterator[str | Completion]:
+        body = request(system=system, prompt=prompt, streaming=True)
+        async for message in self._rpc.stream(body, timeout=timeout):
+            text = message.get("response")
+            if message.get("end_of_stream", True) is not False:
+                if isinstance(text, str) and text:
+                    yield text  # a service that sends its last piece in the final message
+                yield completion_of(message, "")
+            elif isinstance(text, str):
+                yield text

@@ -1,0 +1,103 @@
+"""The templates toolmesh ships; a config item ``prompt/<id>`` with the same id overrides one.
+
+``question``
+    ``{{question}}`` — the agent's ``text-completion`` tool type asks the LLM through it.
+
+``agent-react``
+    The ReAct agent's step prompt. Variables:
+
+    * ``question`` — the user's question (str);
+    * ``tools`` — list of ``{"name", "description", "arguments": [{"name", "type",
+      "description", "required": bool}]}`` (``arguments`` may be empty; ``required`` and an
+      argument's ``description`` may be left out: required, no description);
+    * ``history`` — the steps so far, list of ``{"thought", "action", "arguments": dict,
+      "observation"}``;
+    * ``context`` — extra text for the LLM, may be empty.
+
+    It asks for TrustGraph's text protocol, which the agent parses::
+
+        Thought: <reasoning>
+        Action: <tool name>
+        Args: {"arg": "value"}
+
+    or ``Thought: ...`` followed by ``Final Answer: <answer>``. It is deliberately plain text
+    with one short example per format, so that small local models follow it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from toolmesh.prompt.templates import PromptTemplate
+
+QUESTION = PromptTemplate(id="question", prompt="{{question}}")
+
+# Tags strip the newline before them ({%-), so each tag costs no blank line in the output;
+# Jinja's trim_blocks is not used because config templates are written without it.
+AGENT_REACT_PROMPT = """\
+Answer the question below. You may use the tools listed here to find information.
+
+Tools:
+{%- for tool in tools %}
+
+Tool: {{ tool.name }}
+Description: {{ tool.description }}
+{%- if tool.arguments is defined and tool.arguments %}
+Arguments:
+{%- for arg in tool.arguments %}
+- {{ arg.name }} ({{ arg.type }})
+{%- if arg.required is defined and not arg.required %} (optional){% endif %}
+{%- if arg.description is defined and arg.description %}: {{ arg.description }}{% endif %}
+{%- endfor %}
+{%- else %}
+Arguments: none
+{%- endif %}
+{%- else %}
+(no tools are available: give the final answer)
+{%- endfor %}
+
+Reply in one of these two formats, and nothing else.
+
+To use a tool:
+Thought: <your reasoning about what to do next>
+Action: <the name of one tool from the list above>
+Args: {"<argument name>": "<argument value>"}
+
+To give the answer:
+Thought: <your reasoning>
+Final Answer: <the answer to the question>
+
+Rules:
+- Exactly one action per reply.
+- Args is a single JSON object on the Args line(s), with every argument that is not \
+optional; write Args: {} for a tool with no arguments.
+- Stop after the Args line(s). Do not write the observation yourself: it will be provided.
+- When you know the answer, give the Final Answer.
+{%- if context %}
+
+Context:
+{{ context }}
+{%- endif %}
+
+Question: {{ question }}
+{%- if history %}
+
+Previous steps:
+{%- for step in history %}
+
+Thought: {{ step.thought }}
+Action: {{ step.action }}
+Args: {{ step.arguments | tojson }}
+Observation: {{ step.observation }}
+{%- endfor %}
+{%- endif %}
+
+Your reply, starting with "Thought:":
+"""
+
+AGENT_REACT = PromptTemplate(id="agent-react", prompt=AGENT_REACT_PROMPT)
+
+#: template id -> the template toolmesh ships
+DEFAULT_TEMPLATES: Mapping[str, PromptTemplate] = MappingProxyType(
+    {t.id: t for t in (QUESTION, AGENT_REACT)})

@@ -1,0 +1,151 @@
+"""Prompt templates: Jinja2 text rendered into a ``(system, prompt)`` pair for the LLM.
+
+Templates come from two places, with one format: the defaults toolmesh ships
+(:mod:`toolmesh.prompt.defaults`) and config items of type ``prompt`` (key = template id,
+value = JSON ``{"prompt": "...", "system": "...", "response-type": "text" | "json"}``).
+
+Rendering runs in a sandboxed Jinja2 environment because config templates are written by
+whoever can put config, not by us. A missing variable is an error that names it (rather than
+silently rendering an empty string into the LLM's prompt), output is not HTML-escaped (it
+is a prompt, not a web page) and a trailing newline is kept as written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+import jinja2
+from jinja2.sandbox import SandboxedEnvironment
+
+from toolmesh.errors import ToolmeshError
+
+ResponseType = Literal["text", "json"]
+RESPONSE_TYPES: tuple[str, ...] = get_args(ResponseType)
+
+#: the config type whose items are prompt templates
+CONFIG_TYPE = "prompt"
+
+
+class PromptError(ToolmeshError):
+    """A template that cannot be parsed or rendered, an unknown template, or an LLM answer
+    that does not have the template's response type."""
+
+    type = "prompt-error"
+
+
+def tojson(value: Any) -> str:
+    """JSON text of ``value`` with non-ASCII kept as is (Jinja's own ``tojson`` escapes it,
+    and HTML characters too — both only get in a model's way)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _environment() -> SandboxedEnvironment:
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
+                               keep_trailing_newline=True)
+    env.filters["tojson"] = tojson
+    return env
+
+
+_ENV = _environment()
+
+
+def _compile(template_id: str, part: str, source: str) -> jinja2.Template:
+    try:
+        return _ENV.from_string(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise PromptError(f"template {template_id!r}: syntax error in {part} "
+                          f"at line {e.lineno}: {e.message}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptTemplate:
+    """One prompt template. Constructing it compiles both texts, so a syntax error surfaces
+    here (as :class:`PromptError`) and not on the first request."""
+
+    id: str
+    prompt: str
+    system: str = ""
+    response_type: ResponseType = "text"
+    _compiled: tuple[jinja2.Template, jinja2.Template] = field(
+        init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.response_type not in RESPONSE_TYPES:
+            raise PromptError(f"template {self.id!r}: response-type must be one of "
+                              f"{', '.join(RESPONSE_TYPES)}, not {self.response_type!r}")
+        compiled = (_compile(self.id, "system", self.system),
+                    _compile(self.id, "prompt", self.prompt))
+        object.__setattr__(self, "_compiled", compiled)
+
+    def render(self, variables: Mapping[str, Any]) -> tuple[str, str]:
+        """``(system, prompt)`` with ``variables`` filled in; :class:`PromptError` if one is
+        missing or the template fails."""
+        system, prompt = self._compiled
+        try:
+            return system.render(variables), prompt.render(variables)
+        except jinja2.UndefinedError as e:
+            raise PromptError(f"template {self.id!r}: {e.message} "
+                              f"(variables given: {', '.join(sorted(variables)) or 'none'})"
+                              ) from None
+        except jinja2.TemplateError as e:  # SecurityError, a failing filter...
+            raise PromptError(f"template {self.id!r} failed: {e.message or type(e).__name__}"
+                              ) from None
+        except (TypeError, ValueError, ArithmeticError, LookupError) as e:
+            # a variable of the wrong shape (e.g. iterating a number)
+            raise PromptError(f"template {self.id!r} failed: {type(e).__name__}: {e}") from None
+
+    @classmethod
+    def from_config(cls, id: str, value: str) -> PromptTemplate:
+        """Parse the value of config item ``prompt/<id>``; unknown fields are ignored (so
+        that TrustGraph's ``schema`` field, which toolmesh does not use, does no harm)."""
+        try:
+            raw = json.loads(value)
+        except (TypeError, json.JSONDecodeError) as e:
+            raise PromptError(f"template {id!r}: the config value is not valid JSON ({e})") from None
+        if not isinstance(raw, dict):
+            raise PromptError(f"template {id!r}: the config value must be a JSON object with "
+                              f"'prompt', not {type(raw).__name__}")
+        prompt = raw.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise PromptError(f"template {id!r}: 'prompt' is required and must be a non-empty "
+                              f"string, not {json.dumps(prompt)}")
+        system = raw.get("system")
+        if system is None:
+            system = ""
+        if not isinstance(system, str):
+            raise PromptError(f"template {id!r}: 'system' must be a string, not {json.dumps(system)}")
+        response_type = raw.get("response-type") or "text"
+        return cls(id=id, prompt=prompt, system=system, response_type=response_type)
+
+
+def extract_json(text: str, *, template_id: str) -> str:
+    """The JSON value in an LLM's answer, as compact JSON text.
+
+    Models wrap JSON in Markdown fences or add a sentence around it, so this takes the first
+    JSON value found from the first ``{`` or ``[`` on. :class:`PromptError` quoting the start
+    of the answer if there is none.
+    """
+    body = text.strip()
+    if body.startswith("```"):
+        # drop the opening fence line (```json) and everything from the closing fence on
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.split("```", 1)[0]
+    decoder = json.JSONDecoder()
+    for start, ch in enumerate(body):
+        if ch in "{[":
+            try:
+                value, _ = decoder.raw_decode(body, start)
+            except json.JSONDecodeError:
+                continue
+            return json.dumps(value, ensure_ascii=False)
+    try:
+        # a bare scalar (a number, a string, true) is JSON too
+        return json.dumps(json.loads(body), ensure_ascii=False)
+    except json.JSONDecodeError:
+        pass
+    excerpt = text.strip()[:80] + ("…" if len(text.strip()) > 80 else "")
+    raise PromptError(f"template {template_id!r} expects a JSON answer, but the LLM answered "
+                      f"{excerpt!r}")

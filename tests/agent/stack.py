@@ -1,0 +1,110 @@
+"""The whole agent stack on one bus with private queues: config, text-completion (a
+ScriptedLLM), prompt, agent and the joke service — each a real service on the bus."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import Backend
+from toolmesh import RequestClient
+from toolmesh.agent.react import AgentOptions
+from toolmesh.agent.service import AgentService
+from toolmesh.config.client import ConfigClient
+from toolmesh.config.service import ConfigService
+from toolmesh.config.store import open_store
+from toolmesh.llm import ScriptedLLM, TextCompletionService
+from toolmesh.prompt import PromptService
+from toolmesh.schema.agent import is_final
+from toolmesh.tools.services.joke import JokeService
+
+JOKE_SERVICE = {"id": "joke-service", "config-params": [{"name": "style", "required": False}]}
+TELL_JOKE = {"type": "tool-service", "name": "tell-joke", "description": "Tell a joke on a given topic",
+             "service": "joke-service", "style": "pun",
+             "arguments": [{"name": "topic", "type": "string",
+                            "description": "The topic for the joke (e.g., programming, animals, food)"}]}
+
+
+@dataclass
+class Stack:
+    backend: Backend
+    llm: ScriptedLLM
+    config: ConfigClient
+    agent: AgentService
+    client: RequestClient
+    joke_queues: tuple[str, str]
+
+    async def put(self, items: Mapping[tuple[str, str], Any]) -> int:
+        """Store config items (dicts are JSON-encoded) and wait until the agent has them."""
+        version = await self.config.put({k: v if isinstance(v, str) else json.dumps(v)
+                                         for k, v in items.items()})
+        async with asyncio.timeout(10):
+            await self.agent.wait_for_config(version)
+        return version
+
+    async def delete(self, *keys: tuple[str, str]) -> None:
+        version = await self.config.delete(list(keys))
+        async with asyncio.timeout(10):
+            await self.agent.wait_for_config(version)
+
+    async def load_jokes(self) -> None:
+        request_queue, response_queue = self.joke_queues
+        await self.put({("tool-service", "joke-service"): {
+            **JOKE_SERVICE, "request-queue": request_queue, "response-queue": response_queue},
+            ("tool", "tell-joke"): TELL_JOKE})
+
+    async def ask(self, question: str, **request: Any) -> list[dict[str, Any]]:
+        """Every message of one dialog."""
+        body = {"question": question, **request}
+        return [m async for m in self.client.stream(body, timeout=30)]
+
+
+def answer_of(messages: list[dict[str, Any]]) -> str:
+    assert messages[-1]["end_of_dialog"] is True
+    assert messages[-1]["message_type"] == "answer", messages[-1]
+    return messages[-1]["answer"]
+
+
+def observations(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["content"] for m in messages if m["message_type"] == "observation"]
+
+
+@asynccontextmanager
+async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
+                      options: AgentOptions = AgentOptions(tool_timeout=5.0),
+                      joke: bool = True) -> AsyncIterator[Stack]:
+    t = backend.topic("stack")
+    q = {name: (f"request:tg:{t}-{name}", f"response:tg:{t}-{name}")
+         for name in ("config", "tc", "prompt", "agent", "joke")}
+    config_queues = {"request_queue": q["config"][0], "response_queue": q["config"][1],
+                     "push_queue": f"notify:tg:{t}-config"}
+    bus = await backend.connect()
+    store = await open_store(str(tmp_path / f"{t}.db"))
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(store.close)
+        await stack.enter_async_context(ConfigService(bus, store, **config_queues))
+        await stack.enter_async_context(TextCompletionService(
+            bus, llm, request_queue=q["tc"][0], response_queue=q["tc"][1]))
+        await stack.enter_async_context(PromptService(
+            bus, request_queue=q["prompt"][0], response_queue=q["prompt"][1],
+            text_completion_request_queue=q["tc"][0], text_completion_response_queue=q["tc"][1],
+            config_queues=config_queues))
+        if joke:
+            await stack.enter_async_context(JokeService(bus, request_queue=q["joke"][0],
+                                                        response_queue=q["joke"][1]))
+        agent = AgentService(bus, request_queue=q["agent"][0], response_queue=q["agent"][1],
+                             prompt_queues={"request_queue": q["prompt"][0],
+                                            "response_queue": q["prompt"][1]},
+                             config_queues=config_queues, options=options)
+        await stack.enter_async_context(agent)
+        config = await stack.enter_async_context(ConfigClient(bus, timeout=10, request_queue=q["config"][0],
+                                                              response_queue=q["config"][1]))
+        client = await stack.enter_async_context(RequestClient(
+            await backend.connect(), request_queue=q["agent"][0], response_queue=q["agent"][1],
+            is_final=is_final, error_of=lambda response: None))
+        yield Stack(backend, llm, config, agent, client, q["joke"])

@@ -1,0 +1,267 @@
+"""The prompt service and client on every bus backend, with a real config service (SQLite)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Backend
+from toolmesh import RequestClient, RequestError, Service, ServiceError
+from toolmesh.config.client import ConfigClient
+from toolmesh.config.service import ConfigService
+from toolmesh.config.store import open_store
+from toolmesh.prompt import PromptClient, PromptService
+from toolmesh.rpc.service import Reply
+
+TIMEOUT = 10  # generous deadline for answers that must come
+
+
+class FakeTextCompletion(Service):
+    """A text-completion service speaking its wire format: answers the prompt from ``answers``
+    (a ServiceError there becomes an error response) or echoes it, word by word when streaming."""
+
+    def __init__(self, bus: Any, *, queues: dict[str, str],
+                 answers: dict[str, str | ServiceError] | None = None) -> None:
+        super().__init__(bus, subscription="fake-llm", **queues)
+        self.answers = answers or {}
+        self.requests: list[dict[str, Any]] = []
+
+    def error_response(self, error: dict[str, str]) -> dict[str, Any]:
+        return {"error": error, "response": None, "in_token": None, "out_token": None,
+                "model": None, "end_of_stream": True}
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        self.requests.append(request)
+        answer = self.answers.get(request["prompt"], request["prompt"])
+        if isinstance(answer, ServiceError):
+            raise answer
+        usage = {"in_token": len(request["prompt"]), "out_token": len(answer), "model": "echo-1"}
+        if request["streaming"]:
+            for word in re.findall(r"\S+\s*", answer):
+                await reply({"error": None, "response": word, "end_of_stream": False})
+            await reply({"error": None, "response": "", "end_of_stream": True, **usage})
+        else:
+            await reply({"error": None, "response": answer, "end_of_stream": True, **usage})
+
+
+def queues(topic: str, name: str) -> dict[str, str]:
+    return {"request_queue": f"request:tg:{topic}-{name}",
+            "response_queue": f"response:tg:{topic}-{name}"}
+
+
+@dataclass
+class Stack:
+    """A prompt service with its text-completion, config service and clients."""
+
+    service: PromptService
+    llm: FakeTextCompletion
+    client: PromptClient
+    raw: RequestClient  # hands back error responses as they are, to check the wire
+    config: ConfigClient
+
+    async def put(self, values: dict[str, Any]) -> None:
+        """Put ``{key: template JSON or raw text}`` as prompt items; wait until applied."""
+        version = await self.config.put({
+            ("prompt", k): v if isinstance(v, str) else json.dumps(v) for k, v in values.items()})
+        async with asyncio.timeout(TIMEOUT):
+            await self.service.wait_for_config(version)
+
+    async def delete(self, *keys: str) -> None:
+        version = await self.config.delete([("prompt", k) for k in keys])
+        async with asyncio.timeout(TIMEOUT):
+            await self.service.wait_for_config(version)
+
+    async def ask(self, id: str, **variables: Any) -> str:
+        return await self.client.render_and_complete(id, variables, timeout=TIMEOUT)
+
+
+@pytest.fixture
+async def stack(backend: Backend, tmp_path: Path) -> AsyncIterator[Stack]:
+    # Unique queues per test, config queues included, so tests never see each other's config.
+    topic = backend.topic("prompt")
+    config_queues = {**queues(topic, "config"), "push_queue": f"notify:tg:{topic}-config"}
+    llm_queues, prompt_queues = queues(topic, "llm"), queues(topic, "prompt")
+    store = await open_store(str(tmp_path / "config.db"))
+    service = PromptService(
+        await backend.connect(), **prompt_queues, config_queues=config_queues,
+        text_completion_request_queue=llm_queues["request_queue"],
+        text_completion_response_queue=llm_queues["response_queue"])
+    llm = FakeTextCompletion(await backend.connect(), queues=llm_queues)
+    async with ConfigService(await backend.connect(), store, **config_queues), llm, service, \
+            PromptClient(await backend.connect(), **prompt_queues) as client, \
+            RequestClient(await backend.connect(), **prompt_queues,
+                          error_of=lambda response: None) as raw, \
+            ConfigClient(await backend.connect(), timeout=TIMEOUT, **queues(topic, "config")) as config:
+        async with asyncio.timeout(TIMEOUT):
+            await service.wait_for_config(0)
+        yield Stack(service, llm, client, raw, config)
+    await store.close()
+
+
+async def test_the_default_template_is_rendered_and_answered_on_trustgraphs_wire(
+        stack: Stack) -> None:
+    r = await stack.raw.request({"id": "question", "terms": {"question": json.dumps("Why is the sky blue?")},
+                                 "streaming": False}, timeout=TIMEOUT)
+    assert r == {"error": None, "text": "Why is the sky blue?", "object": None,
+                 "end_of_stream": True, "in_token": 20, "out_token": 20, "model": "echo-1"}
+    assert stack.llm.requests == [{"system": "", "prompt": "Why is the sky blue?",
+                                   "streaming": False}]
+    # terms that are not JSON text are taken as they are
+    r = await stack.raw.request({"id": "question", "terms": {"question": "plain words"}},
+                                timeout=TIMEOUT)
+    assert r["text"] == "plain words"
+
+
+async def test_agent_react_terms_arrive_decoded(stack: Stack) -> None:
+    tools = [{"name": "tell-joke", "description": "Tell a joke", "arguments": [
+        {"name": "topic", "type": "string", "description": "The topic", "required": True}]}]
+    history = [{"thought": "t", "action": "tell-joke", "arguments": {"topic": "ü"},
+                "observation": "ha"}]
+    prompt = await stack.ask("agent-react", question="Joke?", tools=tools, history=history,
+                             context="")
+    assert "Tool: tell-joke\nDescription: Tell a joke\nArguments:\n- topic (string): The topic\n" \
+        in prompt
+    assert 'Action: tell-joke\nArgs: {"topic": "ü"}\nObservation: ha\n' in prompt
+
+
+async def test_a_config_item_overrides_a_default_live_and_its_deletion_reverts(
+        stack: Stack) -> None:
+    assert await stack.ask("question", question="Hi") == "Hi"
+    await stack.put({"question": {"system": "Be brief.", "prompt": "Q: {{ question }}\nA:"}})
+    assert await stack.ask("question", question="Hi") == "Q: Hi\nA:"
+    assert stack.llm.requests[-1]["system"] == "Be brief."
+    assert stack.service.templates["question"].system == "Be brief."
+    await stack.put({"greet": {"prompt": "Hello {{ name }}"}})  # a new template, no restart
+    assert await stack.ask("greet", name="Ana") == "Hello Ana"
+    await stack.delete("question", "greet")
+    assert await stack.ask("question", question="Hi") == "Hi"
+    assert stack.llm.requests[-1]["system"] == ""
+    assert set(stack.service.templates) == {"question", "agent-react"}
+
+
+async def test_a_broken_config_value_keeps_its_previous_template_and_others_apply(
+        stack: Stack) -> None:
+    await stack.put({"greet": {"prompt": "Hello {{ name }}"}})
+    await stack.put({"greet": {"prompt": "Hello {{ name"},  # syntax error
+                     "question": "not json",
+                     "shout": {"prompt": "{{ word | upper }}!"},
+                     "nothing": {"system": "no prompt"}})
+    assert await stack.ask("greet", name="Ana") == "Hello Ana"
+    assert await stack.ask("question", question="Hi") == "Hi"
+    assert await stack.ask("shout", word="hey") == "HEY!"
+    with pytest.raises(RequestError, match="unknown prompt template 'nothing'"):
+        await stack.ask("nothing")
+
+
+async def test_a_json_template_answers_with_the_json_object(stack: Stack) -> None:
+    await stack.put({"extract": {"prompt": "Names in: {{ text }}", "response-type": "json"}})
+    stack.llm.answers["Names in: Ana met Åsa"] = 'Sure!\n```json\n{"names": ["Ana", "Åsa"]}\n```'
+    r = await stack.raw.request({"id": "extract", "terms": {"text": '"Ana met Åsa"'}},
+                                timeout=TIMEOUT)
+    assert r["error"] is None and r["text"] is None
+    assert json.loads(r["object"]) == {"names": ["Ana", "Åsa"]}
+    assert json.loads(await stack.ask("extract", text="Ana met Åsa")) == {"names": ["Ana", "Åsa"]}
+    # streaming asked for: still one response, the whole object
+    pieces = [p async for p in stack.client.stream("extract", {"text": "Ana met Åsa"},
+                                                   timeout=TIMEOUT)]
+    assert [json.loads(p) for p in pieces] == [{"names": ["Ana", "Åsa"]}]
+
+    stack.llm.answers["Names in: nobody"] = "I could not find any names in that text."
+    with pytest.raises(RequestError) as e:
+        await stack.ask("extract", text="nobody")
+    assert e.value.type == "prompt-error"
+    assert "template 'extract' expects a JSON answer" in e.value.message
+    assert "I could not find any names" in e.value.message
+
+
+async def test_streaming_sends_a_response_per_chunk_then_the_end(stack: Stack) -> None:
+    question = "one two three"
+    responses = [r async for r in stack.raw.stream(
+        {"id": "question", "terms": {"question": json.dumps(question)}, "streaming": True},
+        timeout=TIMEOUT)]
+    assert [(r["text"], r["end_of_stream"]) for r in responses] == [
+        ("one ", False), ("two ", False), ("three", False), ("", True)]
+    assert all(r["error"] is None for r in responses)
+    assert (responses[-1]["in_token"], responses[-1]["model"]) == (13, "echo-1")
+    assert stack.llm.requests[-1]["streaming"] is True
+    pieces = [p async for p in stack.client.stream("question", {"question": question},
+                                                   timeout=TIMEOUT)]
+    assert pieces == ["one ", "two ", "three"]
+
+
+async def test_bad_requests_are_prompt_errors_and_the_service_keeps_serving(stack: Stack) -> None:
+    with pytest.raises(RequestError) as e:
+        await stack.ask("no-such-template", question="x")
+    assert e.value.type == "prompt-error"
+    assert e.value.message == ("unknown prompt template 'no-such-template'; "
+                               "known templates: agent-react, question")
+    with pytest.raises(RequestError) as e:
+        await stack.ask("question")
+    assert e.value.type == "prompt-error" and "'question' is undefined" in e.value.message
+    r = await stack.raw.request({"id": "question", "terms": ["question"]}, timeout=TIMEOUT)
+    assert r["error"]["type"] == "prompt-error" and "'terms' must be an object" in r["error"]["message"]
+    assert set(r) == {"error", "text", "object", "end_of_stream", "in_token", "out_token", "model"}
+    assert stack.llm.requests == []  # nothing reached the LLM
+    assert await stack.ask("question", question="still here?") == "still here?"
+
+
+async def test_an_upstream_error_is_passed_on(stack: Stack) -> None:
+    stack.llm.answers["overload me"] = ServiceError("the model is overloaded", type="llm-error")
+    for streaming in (False, True):
+        r = [x async for x in stack.raw.stream(
+            {"id": "question", "terms": {"question": '"overload me"'}, "streaming": streaming},
+            timeout=TIMEOUT)]
+        assert r == [{"error": {"type": "llm-error", "message": "the model is overloaded"},
+                      "text": None, "object": None, "end_of_stream": True,
+                      "in_token": None, "out_token": None, "model": None}]
+    assert await stack.ask("question", question="fine") == "fine"
+
+
+async def test_no_text_completion_is_a_timeout_error_and_serving_goes_on(backend: Backend) -> None:
+    topic = backend.topic("prompt")
+    llm_queues, prompt_queues = queues(topic, "llm"), queues(topic, "prompt")
+    config_queues = {**queues(topic, "config"), "push_queue": f"notify:tg:{topic}-config"}
+    # No config service either: start must still succeed, serving the defaults.
+    service = PromptService(
+        await backend.connect(), **prompt_queues, config_queues=config_queues,
+        config_timeout=0.2, timeout=0.3,
+        text_completion_request_queue=llm_queues["request_queue"],
+        text_completion_response_queue=llm_queues["response_queue"])
+    async with service, PromptClient(await backend.connect(), **prompt_queues) as client:
+        assert service.config_version == -1
+        with pytest.raises(RequestError) as e:
+            await client.render_and_complete("question", {"question": "anyone?"}, timeout=TIMEOUT)
+        assert e.value.type == "timeout"
+        assert llm_queues["request_queue"] in e.value.message
+        async with FakeTextCompletion(await backend.connect(), queues=llm_queues):
+            assert await client.render_and_complete(
+                "question", {"question": "now?"}, timeout=TIMEOUT) == "now?"
+
+
+async def test_config_that_comes_up_after_the_service_is_applied(
+        backend: Backend, tmp_path: Path) -> None:
+    topic = backend.topic("prompt")
+    llm_queues, prompt_queues = queues(topic, "llm"), queues(topic, "prompt")
+    config_queues = {**queues(topic, "config"), "push_queue": f"notify:tg:{topic}-config"}
+    store = await open_store(str(tmp_path / "config.db"))
+    await store.put("default", [("prompt", "question", json.dumps({"prompt": "Q: {{question}}"}))])
+    service = PromptService(
+        await backend.connect(), **prompt_queues, config_queues=config_queues, config_timeout=0.2,
+        text_completion_request_queue=llm_queues["request_queue"],
+        text_completion_response_queue=llm_queues["response_queue"])
+    async with FakeTextCompletion(await backend.connect(), queues=llm_queues), service, \
+            PromptClient(await backend.connect(), **prompt_queues) as client:
+        assert await client.render_and_complete("question", {"question": "x"}, timeout=TIMEOUT) == "x"
+        async with ConfigService(await backend.connect(), store, **config_queues):
+            async with asyncio.timeout(TIMEOUT):
+                await service.wait_for_config(1)
+            assert await client.render_and_complete(
+                "question", {"question": "x"}, timeout=TIMEOUT) == "Q: x"
+    await store.close()
