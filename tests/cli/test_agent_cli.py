@@ -87,3 +87,25 @@ async def test_websocket_agent_streams_spec_messages(served: Served) -> None:
 async def test_agent_cli_failures_are_one_line(served: Served) -> None:
     code, _, err = await run_toolmesh("agent", "hi", "-u", "http://127.0.0.1:9/")
     assert code == 1 and "cannot reach the gateway" in err and "Traceback" not in err
+
+
+async def test_serve_with_a_real_openai_compatible_llm(tmp_path: Path) -> None:
+    from tests.llm.openai_server import OpenAITestServer
+
+    answers = ['Thought: the tool knows jokes\nAction: tell-joke\nArgs: {"topic": "animals"}',
+               "Thought: got it\nFinal Answer: Here you go — a joke about animals."]
+    async with OpenAITestServer(answers=answers) as llm, \
+            toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "test-model") as served:
+        for item, file in [("tool-service/joke-service", "joke-service.json"),
+                           ("tool/tell-joke", "tell-joke.json")]:
+            assert (await script("tg-put-config-item", item, "-u", served.url,
+                                 stdin=(EXAMPLES / file).read_text()))[0] == 0
+        code, out, err = await run_toolmesh("agent", "A joke about animals, please", "-u",
+                                            served.url)
+        assert code == 0, err
+        assert out.strip() == "Here you go — a joke about animals."
+        first, second = llm.requests
+        assert first.body["model"] == "test-model"
+        assert "Tool: tell-joke" in first.prompt and "Question: A joke about animals" in first.prompt
+        assert f"Observation: Hey trustgraph! Here's a pun for you:\n\n{pick_joke('animals', 'pun')}" \
+            in second.prompt
