@@ -23,12 +23,12 @@ from toolmesh.config.service import (
     DEFAULT_WORKSPACE,
 )
 from toolmesh.errors import MalformedMessage, RequestError
-from toolmesh.rpc.client import RequestClient
+from toolmesh.rpc.client import RequestClient, RpcClient
 
 log = logging.getLogger("toolmesh.config.client")
 
 
-class ConfigClient:
+class ConfigClient(RpcClient):
     """The config operations over the bus; each returns the service's response dict."""
 
     def __init__(self, bus: Bus, *, timeout: float = 30.0,
@@ -37,19 +37,6 @@ class ConfigClient:
         self.timeout = timeout
         self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue)
 
-    async def start(self) -> None:
-        await self._rpc.start()
-
-    async def stop(self) -> None:
-        await self._rpc.stop()
-
-    async def __aenter__(self) -> ConfigClient:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
     async def request(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """Send a raw config request; :class:`RequestError` if the service answers an error."""

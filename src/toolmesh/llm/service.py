@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
 from toolmesh.errors import ServiceError
 from toolmesh.llm.base import Completion, CompletionStream, LLMProvider
-from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient
+from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
 
 log = logging.getLogger("toolmesh.llm")
@@ -128,7 +127,7 @@ class TextCompletionService(Service):
                              model=done.model if done else None))
 
 
-class TextCompletionClient:
+class TextCompletionClient(RpcClient):
     """Asks a text-completion service; one client serves any number of concurrent calls.
 
     An error response raises :class:`toolmesh.RequestError` with the service's type (e.g.
@@ -141,19 +140,6 @@ class TextCompletionClient:
         self._rpc = RequestClient(bus, request_queue=request_queue,
                                   response_queue=response_queue, subscription=subscription)
 
-    async def start(self) -> None:
-        await self._rpc.start()
-
-    async def stop(self) -> None:
-        await self._rpc.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
     async def complete(self, system: str, prompt: str, *,
                        timeout: float | None = DEFAULT_TIMEOUT) -> Completion:

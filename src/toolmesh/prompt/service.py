@@ -16,14 +16,14 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import Any
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
 from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
 from toolmesh.prompt.defaults import DEFAULT_TEMPLATES
 from toolmesh.prompt.templates import CONFIG_TYPE, PromptError, PromptTemplate, extract_json
-from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient
+from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
 
 log = logging.getLogger("toolmesh.prompt")
@@ -195,7 +195,7 @@ class PromptService(Service):
             await reply(response(text="".join(pieces), usage=usage))
 
 
-class PromptClient:
+class PromptClient(RpcClient):
     """Asks the prompt service to render a template and complete it.
 
     Errors raise :class:`toolmesh.RequestError` with the service's ``type`` (``prompt-error``,
@@ -208,19 +208,6 @@ class PromptClient:
         self._rpc = RequestClient(bus, request_queue=request_queue,
                                   response_queue=response_queue, subscription=subscription)
 
-    async def start(self) -> None:
-        await self._rpc.start()
-
-    async def stop(self) -> None:
-        await self._rpc.stop()
-
-    async def __aenter__(self) -> PromptClient:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
     async def render_and_complete(self, id: str, variables: Mapping[str, Any], *,
                                   timeout: float | None = DEFAULT_TIMEOUT) -> str:

@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subscription
 from toolmesh.bus.queue_id import parse_queue_id
@@ -160,3 +160,24 @@ class RequestClient:
     def in_flight(self) -> int:
         """How many calls are waiting for responses."""
         return len(self._waiting)
+
+
+class RpcClient:
+    """Base of the typed clients built on one :class:`RequestClient` (``self._rpc``): gives
+    them ``start``/``stop`` and ``async with``."""
+
+    _rpc: RequestClient
+
+    async def start(self) -> None:
+        await self._rpc.start()
+
+    async def stop(self) -> None:
+        await self._rpc.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from types import TracebackType
 from typing import Any
 
 from toolmesh.bus.base import Bus
-from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient
+from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.schema import tool_service as wire
 
 
-class ToolServiceClient:
+class ToolServiceClient(RpcClient):
     """Calls one tool service by its queues; one client serves any number of concurrent calls.
 
     Errors from the service raise :class:`toolmesh.RequestError` (``.type``, ``.message``);
@@ -23,19 +22,6 @@ class ToolServiceClient:
         self._rpc = RequestClient(bus, request_queue=request_queue,
                                   response_queue=response_queue, subscription=subscription)
 
-    async def start(self) -> None:
-        await self._rpc.start()
-
-    async def stop(self) -> None:
-        await self._rpc.stop()
-
-    async def __aenter__(self) -> ToolServiceClient:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
     async def call(self, *, user: str, config: Mapping[str, Any] | None = None,
                    arguments: Mapping[str, Any] | None = None,
