@@ -19,6 +19,7 @@ from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import ConfigService
 from toolmesh.config.store import open_store
 from toolmesh.llm import ScriptedLLM, TextCompletionService
+from toolmesh.mcp import McpToolService
 from toolmesh.prompt import PromptService
 from toolmesh.schema.agent import is_final
 from toolmesh.tools.services.joke import JokeService
@@ -38,6 +39,7 @@ class Stack:
     agent: AgentService
     client: RequestClient
     joke_queues: tuple[str, str]
+    mcp: McpToolService
 
     async def put(self, items: Mapping[tuple[str, str], Any]) -> int:
         """Store config items (dicts are JSON-encoded) and wait until the agent has them."""
@@ -45,12 +47,16 @@ class Stack:
                                          for k, v in items.items()})
         async with asyncio.timeout(10):
             await self.agent.wait_for_config(version)
+            if any(type == "mcp" for type, _ in items):  # it watches only mcp items
+                await self.mcp.wait_for_config(version)
         return version
 
     async def delete(self, *keys: tuple[str, str]) -> None:
         version = await self.config.delete(list(keys))
         async with asyncio.timeout(10):
             await self.agent.wait_for_config(version)
+            if any(type == "mcp" for type, _ in keys):
+                await self.mcp.wait_for_config(version)
 
     async def load_jokes(self) -> None:
         request_queue, response_queue = self.joke_queues
@@ -80,7 +86,7 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                       joke: bool = True) -> AsyncIterator[Stack]:
     t = backend.topic("stack")
     q = {name: (f"request:tg:{t}-{name}", f"response:tg:{t}-{name}")
-         for name in ("config", "tc", "prompt", "agent", "joke")}
+         for name in ("config", "tc", "prompt", "agent", "joke", "mcp")}
     config_queues = {"request_queue": q["config"][0], "response_queue": q["config"][1],
                      "push_queue": f"notify:tg:{t}-config"}
     bus = await backend.connect()
@@ -97,7 +103,11 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         if joke:
             await stack.enter_async_context(JokeService(bus, request_queue=q["joke"][0],
                                                         response_queue=q["joke"][1]))
+        mcp_queues = {"request_queue": q["mcp"][0], "response_queue": q["mcp"][1]}
+        mcp = McpToolService(bus, config_queues=config_queues, **mcp_queues)
+        await stack.enter_async_context(mcp)
         agent = AgentService(bus, request_queue=q["agent"][0], response_queue=q["agent"][1],
+                             mcp_queues=mcp_queues,
                              prompt_queues={"request_queue": q["prompt"][0],
                                             "response_queue": q["prompt"][1]},
                              config_queues=config_queues, options=options)
@@ -107,4 +117,4 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         client = await stack.enter_async_context(RequestClient(
             await backend.connect(), request_queue=q["agent"][0], response_queue=q["agent"][1],
             is_final=is_final, error_of=lambda response: None))
-        yield Stack(backend, llm, config, agent, client, q["joke"])
+        yield Stack(backend, llm, config, agent, client, q["joke"], mcp)

@@ -62,6 +62,7 @@ class ReactLoop:
         for _ in range(self.options.max_iterations):
             # The tool set is read at every step: config changes apply from the next step on.
             offered = {t.name: t for t in self.tools().offered(groups=request.groups, state=state)}
+            await asyncio.gather(*(t.prepare() for t in offered.values()))
             variables = {"question": request.question, "context": "",
                          "tools": [t.describe() for t in offered.values()],
                          "history": [s.to_wire() for s in history]}

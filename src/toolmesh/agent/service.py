@@ -11,6 +11,7 @@ from toolmesh.agent.tools.context import ClientPool
 from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
 from toolmesh.bus.base import Bus
 from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
+from toolmesh.mcp import McpToolClient
 from toolmesh.prompt import PromptClient
 from toolmesh.rpc.service import Reply, Service
 from toolmesh.schema.agent import message, new_message_id, parse_request
@@ -34,6 +35,7 @@ class AgentService(Service):
                  response_queue: str = AGENT_RESPONSE_QUEUE,
                  prompt_queues: dict[str, str] | None = None,
                  config_queues: dict[str, str] | None = None,
+                 mcp_queues: dict[str, str] | None = None,
                  options: AgentOptions = AgentOptions(), id: str = "agent",
                  concurrency: int = 256, workspace: str = "default") -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
@@ -46,10 +48,12 @@ class AgentService(Service):
         self._watcher = ConfigWatcher(bus, types=WATCHED_TYPES, on_change=self._on_config,
                                       workspace=workspace, **(config_queues or {}))
         self.loop = ReactLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options)
-        self.services: dict[str, Any] = {"prompt": self.prompts}
+        self.mcp = McpToolClient(bus, **(mcp_queues or {}))
+        self.services: dict[str, Any] = {"prompt": self.prompts, "mcp": self.mcp}
 
     async def start(self) -> None:
         await self.prompts.start()
+        await self.mcp.start()
         await self._watcher.start()
         await super().start()
 
@@ -57,6 +61,7 @@ class AgentService(Service):
         await super().stop()
         await self._watcher.stop()
         await self.prompts.stop()
+        await self.mcp.stop()
         await self.clients.close()
 
     async def wait_for_config(self, version: int) -> None:

@@ -8,8 +8,6 @@ import json
 import sys
 from typing import Any
 
-import aiohttp
-
 from toolmesh.cli.http import CliError, default_token, default_url
 
 
@@ -64,6 +62,8 @@ class Printer:
 
 
 async def run(args: argparse.Namespace) -> int:
+    import aiohttp  # here, not at the top: every toolmesh command imports this module
+
     token = args.token if args.token is not None else default_token()
     request: dict[str, Any] = {"question": args.question, "streaming": not args.no_streaming}
     if args.group:

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from toolmesh.cli import agent_cmd, config_cmd, demo, run_service, serve
+from toolmesh.cli import agent_cmd, config_cmd, demo, mcp_cmd, run_service, serve
 from toolmesh.errors import ToolmeshError
 
 
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parsers(commands)
     config_cmd.add_parser(commands)
     agent_cmd.add_parser(commands)
+    mcp_cmd.add_parser(commands)
     return parser
 
 

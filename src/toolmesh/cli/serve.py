@@ -6,34 +6,32 @@ import argparse
 import logging
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from toolmesh.bus import connect
 from toolmesh.bus.base import Bus
 from toolmesh.cli import options
-from toolmesh.config.service import ConfigService
-from toolmesh.config.store import open_store
-from toolmesh.config.store.base import ConfigStore
-from toolmesh.urls import mask_url
 from toolmesh.errors import ToolmeshError
-from toolmesh.gateway import Gateway, GatewayOptions
 from toolmesh.runtime import Part, configure_logging, serve
-from toolmesh.agent.react import AgentOptions
-from toolmesh.agent.service import AgentService
-from toolmesh.llm.base import LLMProvider
-from toolmesh.llm.demo import demo_llm
-from toolmesh.llm.factory import open_provider
-from toolmesh.llm.service import TextCompletionService
-from toolmesh.prompt import PromptService
-from toolmesh.tools.services.joke import JokeService
+from toolmesh.urls import mask_url
+
+if TYPE_CHECKING:
+    from toolmesh.config.store.base import ConfigStore
+    from toolmesh.gateway import GatewayOptions
+    from toolmesh.llm.base import LLMProvider
+
+# The parts are imported when they are built, not here: every `toolmesh` command loads this
+# module, and the MCP SDK alone takes most of a second to import.
 
 log = logging.getLogger("toolmesh.serve")
 
-PARTS = ("config", "text-completion", "prompt", "agent", "joke", "gateway")
+PARTS = ("config", "text-completion", "prompt", "mcp-tool", "agent", "joke", "gateway")
 
 
 def add_parsers(commands: Any) -> None:
     p = commands.add_parser("serve", help="run everything in one process (the embedded default)",
-                            description="Run the bus, config, text-completion, prompt and "
-                                        "agent services, the joke tool service and the "
+                            description="Run the bus, config, text-completion, prompt, "
+                                        "mcp-tool and agent services, the joke tool service and the "
                                         "gateway in one process until Ctrl-C.")
     options.add_bus(p)
     options.add_config_store(p)
@@ -56,12 +54,17 @@ def add_parsers(commands: Any) -> None:
 
 
 def gateway_options(args: argparse.Namespace) -> GatewayOptions:
+    from toolmesh.gateway import GatewayOptions
+
     return GatewayOptions(host=args.host, port=args.port, token=args.token,
                           max_body=args.max_body)
 
 
 def llm_provider(args: argparse.Namespace) -> LLMProvider:
     """The provider ``--llm`` names, or the clearly labelled offline demo model."""
+    from toolmesh.llm.demo import demo_llm
+    from toolmesh.llm.factory import open_provider
+
     if args.llm:
         provider = open_provider(args.llm, model=args.model, api_key=args.api_key)
         log.info("LLM: %s", provider.name)
@@ -76,22 +79,40 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                 stores: list[Any], closers: list[Any]) -> Part:
     """One part, ready to start."""
     if part == "config":
+        from toolmesh.config.service import ConfigService
+        from toolmesh.config.store import open_store
+
         url = options.config_store_url(args)
         store = await open_store(url)
         stores.append(store)
         log.info("config store: %s", mask_url(url))
         return ConfigService(bus, store)
     if part == "gateway":
+        from toolmesh.gateway import Gateway
+
         return Gateway(bus, gateway_options(args))
     if part == "joke":
+        from toolmesh.tools.services.joke import JokeService
+
         return JokeService(bus, topic="joke", id="joke-service")
     if part == "text-completion":
+        from toolmesh.llm.service import TextCompletionService
+
         provider = llm_provider(args)
         closers.append(provider)
         return TextCompletionService(bus, provider)
     if part == "prompt":
+        from toolmesh.prompt import PromptService
+
         return PromptService(bus)
+    if part == "mcp-tool":
+        from toolmesh.mcp import McpToolService
+
+        return McpToolService(bus)
     if part == "agent":
+        from toolmesh.agent.react import AgentOptions
+        from toolmesh.agent.service import AgentService
+
         return AgentService(bus, options=AgentOptions(max_iterations=args.max_iterations,
                                                       tool_timeout=args.tool_timeout))
     raise ToolmeshError(f"unknown part {part!r}; parts: {', '.join(PARTS)}", type="usage-error")

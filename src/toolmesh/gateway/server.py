@@ -60,6 +60,9 @@ class Gateway:
         self.add(FlowEndpoint(bus, "agent", request_queue="request:tg:agent:{flow}",
                               response_queue="response:tg:agent:{flow}", timeout=options.timeout,
                               is_final=agent_is_final))
+        self.add(FlowEndpoint(bus, "mcp-tool", request_queue="request:tg:mcp-tool:{flow}",
+                              response_queue="response:tg:mcp-tool:{flow}",
+                              timeout=options.timeout))
         for endpoint in options.extra_endpoints:
             self.add(endpoint)
         self._runner: web.AppRunner | None = None

@@ -68,6 +68,10 @@ class Tool(ABC):
     def arguments(self) -> tuple[Argument, ...]:
         return self.info.arguments
 
+    async def prepare(self) -> None:
+        """Called before the tool is offered in a step (e.g. to learn its schema); cheap
+        when there is nothing to do."""
+
     def check(self, arguments: dict[str, Any]) -> list[str]:
         """Problems with ``arguments`` beyond the declared list (a type may add schema checks)."""
         return []
@@ -79,4 +83,4 @@ class Tool(ABC):
     def describe(self) -> dict[str, Any]:
         """The tool as the prompt template sees it."""
         return {"name": self.info.name, "description": self.info.description,
-                "arguments": [a.to_prompt() for a in self.info.arguments]}
+                "arguments": [a.to_prompt() for a in self.arguments]}

@@ -1,0 +1,219 @@
+"""``toolmesh mcp set|show|delete|invoke``: MCP server entries (config type ``mcp``) and
+direct calls of an MCP tool through the gateway's ``mcp-tool`` service.
+
+The helpers here (building an ``mcp`` item, masking it for display, parsing parameters,
+calling the service) are shared with the ``tg-*-mcp-tool`` scripts in :mod:`tg_tools`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any
+
+from toolmesh.cli import config_cmd
+from toolmesh.cli.http import CliError, GatewayClient
+from toolmesh.config.validation import MCP_TRANSPORTS
+from toolmesh.urls import mask_url
+
+MCP_TYPE = "mcp"
+MASK = "***"
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser("mcp", help="configure MCP servers' tools and call them directly")
+    sub = p.add_subparsers(dest="mcp_command", required=True, metavar="COMMAND")
+
+    set_ = sub.add_parser(
+        "set", help="store an MCP tool: ID --url URL, or ID --transport stdio --command CMD",
+        description="Store config item mcp/ID. Here --url is the MCP server's URL; the "
+                    "gateway is -u/--gateway-url (or TOOLMESH_URL).")
+    set_.add_argument("id")
+    set_.add_argument("--url", "--tool-url", dest="server_url", metavar="URL",
+                      help="the MCP server's URL (streamable-http and sse)")
+    add_server_flags(set_)
+    # -u keeps meaning "the gateway" as on every other command; only the long name differs,
+    # because --url names the MCP server here.
+    set_.add_argument("-u", "--gateway-url", dest="url", default=None, metavar="GATEWAY",
+                      help="gateway URL (env TOOLMESH_URL; default http://localhost:8888/)")
+    set_.add_argument("-t", "--token", default=None, help="bearer token (env TOOLMESH_TOKEN)")
+    set_.add_argument("-w", "--workspace", default=config_cmd.DEFAULT_WORKSPACE,
+                      help="workspace (default: %(default)s)")
+
+    show = sub.add_parser("show", help="list MCP tools (tokens and env values masked)")
+    show.add_argument("id", nargs="?", help="only this one")
+    rm = sub.add_parser("delete", help="delete an MCP tool")
+    rm.add_argument("id")
+    invoke = sub.add_parser("invoke", help="call an MCP tool through the gateway")
+    invoke.add_argument("name", help="the MCP tool (the key of its mcp config item)")
+    add_parameter_flags(invoke)
+    invoke.add_argument("-f", "--flow", default="default", help="flow (default: %(default)s)")
+    for sp in (show, rm, invoke):
+        config_cmd.add_gateway_flags(sp)
+    for sp in (set_, show, rm, invoke):
+        sp.set_defaults(run=run, sync=True)
+
+
+def add_server_flags(p: argparse.ArgumentParser) -> None:
+    """The flags describing the server side of an MCP tool, besides its URL."""
+    p.add_argument("-r", "--remote-name", help="the tool's name on the MCP server (default: ID)")
+    p.add_argument("--auth-token", help="bearer token sent to the MCP server")
+    p.add_argument("--transport", choices=MCP_TRANSPORTS,
+                   help="default streamable-http; stdio runs --command as a child process")
+    p.add_argument("--command", help="stdio: the program that is the MCP server")
+    p.add_argument("--arg", action="append", dest="args", metavar="A",
+                   help="stdio: one argument of --command (repeat; --arg=-x for a dash)")
+    p.add_argument("--env", action="append", metavar="K=V",
+                   help="stdio: an environment variable for --command (repeat)")
+
+
+def add_parameter_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-P", "--parameters", metavar="JSON",
+                   help="the parameters as one JSON object")
+    p.add_argument("--param", action="append", metavar="K=V",
+                   help="one parameter: k=text, or k:=JSON for a number, list, ... (repeat; "
+                        "added to -P)")
+
+
+def parse_pair(text: str, flag: str) -> tuple[str, Any]:
+    """``k=v`` → ``(k, "v")``; ``k:=json`` → ``(k, parsed json)``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key or key == ":":
+        raise CliError(f"{flag} {text!r} is not NAME=VALUE")
+    if key.endswith(":"):
+        try:
+            return key[:-1], json.loads(value)
+        except json.JSONDecodeError as e:
+            raise CliError(f"{flag} {text!r}: the value after := is not JSON ({e})") from None
+    return key, value
+
+
+def mcp_item(id: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The ``mcp/ID`` value from the command line (``args.server_url`` is the server URL).
+
+    Obvious mistakes are refused here with the flag names; the gateway still validates the
+    result (it is the authority on what an ``mcp`` item must hold).
+    """
+    stdio = args.transport == "stdio"
+    if stdio:
+        if args.server_url:
+            raise CliError("--transport stdio takes --command, not a URL")
+        if not args.command:
+            raise CliError("--transport stdio needs --command (the MCP server program)")
+    else:
+        if args.command or args.args or args.env:
+            raise CliError("--command, --arg and --env are for --transport stdio")
+        if not args.server_url:
+            raise CliError("give the MCP server's URL (or --transport stdio --command CMD)")
+    item: dict[str, Any] = {}
+    if args.server_url:
+        item["url"] = args.server_url
+    item["remote-name"] = args.remote_name or id
+    if args.auth_token:
+        item["auth-token"] = args.auth_token
+    if args.transport:
+        item["transport"] = args.transport
+    if stdio:
+        item["command"] = args.command
+        if args.args:
+            item["args"] = list(args.args)
+        if args.env:
+            env = [parse_pair(e, "--env") for e in args.env]
+            item["env"] = {k: str(v) for k, v in env}
+    return item
+
+
+def masked(item: dict[str, Any]) -> list[tuple[str, str]]:
+    """An ``mcp`` item as (field, text) rows safe to print: no token, no env value, no
+    password in the URL — those are the fields that hold secrets."""
+    transport = item.get("transport") or "streamable-http"
+    rows = [("transport", transport)]
+    if item.get("url"):
+        rows.append(("url", mask_url(str(item["url"]))))
+    if transport == "stdio":
+        rows.append(("command", str(item.get("command", ""))))
+        if item.get("args"):
+            rows.append(("args", shlex.join(str(a) for a in item["args"])))
+        if isinstance(item.get("env"), dict) and item["env"]:
+            rows.append(("env", " ".join(f"{k}={MASK}" for k in item["env"])))
+    rows.append(("remote-name", str(item.get("remote-name") or "")))
+    rows.append(("auth-token", MASK if item.get("auth-token") else "none"))
+    return rows
+
+
+def mcp_items(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """All ``mcp`` items of the workspace, parsed, in the gateway's order."""
+    response = config_cmd.config_request(args, {"operation": "getvalues", "type": MCP_TYPE})
+    items = []
+    for v in response.get("values") or []:
+        data = config_cmd.decoded(v.get("value"))
+        # toolmesh validates mcp items on put, so a non-object is only possible with a
+        # config store written by something else; show it as empty rather than fail.
+        items.append((str(v.get("key")), data if isinstance(data, dict) else {}))
+    return items
+
+
+def exists(args: argparse.Namespace, type: str, key: str) -> bool:
+    response = config_cmd.config_request(args, {"operation": "get",
+                                                "keys": [{"type": type, "key": key}]})
+    values = response.get("values") or []
+    return bool(values and values[0].get("value"))
+
+
+def parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """``-P`` (a JSON object) with any ``--param`` pairs added."""
+    params: dict[str, Any] = {}
+    if args.parameters:
+        try:
+            params = json.loads(args.parameters)
+        except json.JSONDecodeError as e:
+            raise CliError(f"-P is not valid JSON ({e})") from None
+        if not isinstance(params, dict):
+            raise CliError("-P must be a JSON object, e.g. '{\"city\": \"Paris\"}'")
+    for pair in getattr(args, "param", None) or []:
+        key, value = parse_pair(pair, "--param")
+        params[key] = value
+    return params
+
+
+def invoke(args: argparse.Namespace, flow: str, name: str, params: dict[str, Any]) -> Any:
+    """Call the gateway's ``mcp-tool`` service; return its ``text`` (a string) or ``object``."""
+    client = GatewayClient(args.url, token=args.token)
+    response = client.post(f"api/v1/flow/{flow}/service/mcp-tool",
+                           {"workspace": args.workspace, "name": name, "parameters": params})
+    if "text" in response:
+        return response["text"]
+    if "object" in response:
+        return response["object"]
+    raise CliError("the gateway's mcp-tool answer has neither 'text' nor 'object'")
+
+
+def result_text(result: Any, indent: int = 2) -> str:
+    return result if isinstance(result, str) else json.dumps(result, indent=indent)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.mcp_command
+    if command == "set":
+        version = config_cmd.put(args, MCP_TYPE, args.id, json.dumps(mcp_item(args.id, args)))
+        print(f"stored mcp/{args.id} (version {version})", file=sys.stderr)
+    elif command == "show":
+        items = mcp_items(args)
+        if args.id:
+            items = [(k, v) for k, v in items if k == args.id]
+            if not items:
+                raise CliError(f"no MCP tool {args.id!r} in workspace {args.workspace!r}")
+        for n, (key, item) in enumerate(items):
+            print(("\n" if n else "") + f"{key}:")
+            for field, text in masked(item):
+                print(f"  {field}: {text}")
+    elif command == "delete":
+        if not exists(args, MCP_TYPE, args.id):
+            raise CliError(f"no MCP tool {args.id!r} in workspace {args.workspace!r}")
+        version = config_cmd.delete(args, [(MCP_TYPE, args.id)])
+        print(f"deleted mcp/{args.id} (version {version})", file=sys.stderr)
+    elif command == "invoke":
+        print(result_text(invoke(args, args.flow, args.name, parameters(args))))
+    return 0

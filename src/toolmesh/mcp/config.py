@@ -1,0 +1,111 @@
+"""``McpServer``: one ``mcp/<id>`` config item as a typed, immutable object (SPEC §3).
+
+The item names the server side of an MCP tool::
+
+    {"url": "http://host:port/mcp", "remote-name": "get_weather", "auth-token": "...",
+     "transport": "streamable-http" | "sse" | "stdio",
+     "command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}}   # stdio only
+
+The auth token and the values of ``env`` (where API keys usually live) are secrets: they never
+appear in ``repr``/``str``, and :attr:`McpServer.connection_key` is a digest, not a tuple that
+would carry them into a log line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from toolmesh.config.errors import ConfigError
+from toolmesh.urls import mask_url
+
+Transport = Literal["streamable-http", "sse", "stdio"]
+TRANSPORTS: tuple[str, ...] = get_args(Transport)
+MASK = "***"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpServer:
+    """How to reach one MCP tool: the server (by URL or by command) and the tool's name there."""
+
+    id: str
+    url: str | None = None
+    remote_name: str = ""
+    auth_token: str | None = field(default=None, repr=False)
+    transport: Transport = "streamable-http"
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.remote_name:
+            object.__setattr__(self, "remote_name", self.id)  # default: the tool is named like the item
+        if self.transport not in TRANSPORTS:
+            raise ConfigError(f"mcp/{self.id}: transport {self.transport!r} is not one of "
+                              + ", ".join(TRANSPORTS))
+        if self.transport == "stdio":
+            if not self.command:
+                raise ConfigError(f"mcp/{self.id}: a stdio MCP server needs 'command'")
+        elif not self.url or not self.url.startswith(("http://", "https://")):
+            raise ConfigError(f"mcp/{self.id}: needs an http:// or https:// 'url', "
+                              f"not {mask_url(self.url or '')!r}")
+
+    @classmethod
+    def from_config(cls, id: str, value: Mapping[str, Any] | str) -> McpServer:
+        """Build from the value of config item ``mcp/<id>`` (a JSON object, or its text)."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"mcp/{id}: the value is not valid JSON ({e})") from None
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"mcp/{id}: the value must be a JSON object")
+        args = value.get("args") or []
+        env = value.get("env") or {}
+        if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+            raise ConfigError(f"mcp/{id}: 'args' must be a list of strings")
+        if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+            raise ConfigError(f"mcp/{id}: 'env' must be an object of strings")
+        for name in ("url", "remote-name", "auth-token", "transport", "command"):
+            if value.get(name) is not None and not isinstance(value[name], str):
+                raise ConfigError(f"mcp/{id}: {name!r} must be a string")
+        return cls(id=id, url=value.get("url") or None,
+                   remote_name=value.get("remote-name") or id,
+                   auth_token=value.get("auth-token") or None,
+                   transport=value.get("transport") or "streamable-http",
+                   command=value.get("command") or None, args=tuple(args),
+                   env=dict(env))
+
+    @property
+    def where(self) -> str:
+        """Where the server is, safe to show: the masked URL, or the command line."""
+        if self.transport == "stdio":
+            return " ".join([self.command or "", *self.args])
+        return mask_url(self.url or "")
+
+    @property
+    def connection_key(self) -> str:
+        """A digest of everything that shapes the connection (not ``remote_name``): when it
+        changes, an open session to the old settings must not be reused."""
+        material = json.dumps([self.transport, self.url, self.auth_token, self.command,
+                               list(self.args), sorted(self.env.items())])
+        return hashlib.sha256(material.encode()).hexdigest()
+
+    def __repr__(self) -> str:
+        parts = [f"id={self.id!r}", f"transport={self.transport!r}"]
+        if self.transport == "stdio":
+            parts.append(f"command={self.command!r}")
+            if self.args:
+                parts.append(f"args={list(self.args)!r}")
+            if self.env:
+                parts.append("env={" + ", ".join(f"{k!r}: {MASK!r}" for k in self.env) + "}")
+        else:
+            parts.append(f"url={mask_url(self.url or '')!r}")
+        parts.append(f"remote_name={self.remote_name!r}")
+        parts.append(f"auth_token={MASK!r}" if self.auth_token else "auth_token=None")
+        return f"McpServer({', '.join(parts)})"
+
+    __str__ = __repr__

@@ -1,0 +1,166 @@
+"""One supervised connection to an MCP server: a task that owns the transport and session.
+
+The transport's context managers open and close in this one task (anyio's task-group rule);
+callers on other tasks await :attr:`Connection.ready` and then share the session. The
+connection is over once :attr:`Connection.ended` is set: the server hung up, a call found the
+session gone, or it was closed on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+
+from toolmesh import __version__
+from toolmesh.mcp.config import McpServer
+from toolmesh.mcp.errors import McpError, describe, leaves
+from toolmesh.mcp.transports import HttpWatch, open_transport
+
+log = logging.getLogger("toolmesh.mcp")
+
+#: stdio shutdown is close stdin, 2 s grace, SIGTERM, 2 s, SIGKILL (the SDK's stdio_client)
+CLOSE_TIMEOUT = 10.0
+CLIENT_INFO = mcp_types.Implementation(name="toolmesh", version=__version__)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTool:
+    """A tool as the server lists it (``tools/list``)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class EndWatch:
+    """A transport's read stream that sets ``ended`` when the server hangs up (end of stream).
+
+    The SDK surfaces a hang-up only to requests in flight; watching the stream lets an idle
+    connection notice (a stdio child that died, an SSE stream that closed) and be replaced
+    before the next call instead of failing it.
+    """
+
+    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    def __aiter__(self) -> EndWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> EndWatch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class Connection:
+    """One supervised connection: a task that opens the transport and session, then holds
+    them until the connection ends or is closed."""
+
+    def __init__(self, server: McpServer, *, connect_timeout: float) -> None:
+        self.server = server
+        self.key = server.connection_key
+        self.ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        self.ended = asyncio.Event()  # the server hung up, a call found it gone, or close()
+        self.closing = False  # closed on purpose: reconfigured, forgotten, shut down
+        self.failure: BaseException | None = None
+        self.tools: list[RemoteTool] | None = None
+        self.tools_lock = asyncio.Lock()
+        self.watch = HttpWatch()
+        self._connect_timeout = connect_timeout
+        self.task = asyncio.create_task(self._supervise(), name=f"mcp-session:{server.id}")
+
+    @property
+    def usable(self) -> bool:
+        return not self.ended.is_set()
+
+    async def _supervise(self) -> None:
+        server = self.server
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(open_transport(server, self.watch))
+                session = await stack.enter_async_context(
+                    ClientSession(EndWatch(read, self.ended), write, client_info=CLIENT_INFO))
+                with anyio.fail_after(self._connect_timeout):
+                    await session.initialize()
+                self.ready.set_result(session)
+                log.info("connected to MCP server %s (%s, for %r)", server.where,
+                         server.transport, server.id)
+                await self.ended.wait()
+        except Exception as e:  # the transport's task group failed, or the handshake did
+            self.failure = e
+        finally:
+            self.ended.set()
+            if not self.ready.done():
+                self.ready.set_exception(self._connect_error())
+                self.ready.exception()  # retrieved: a connection nobody waited on is no error
+            elif not self.closing:
+                log.warning("connection to MCP server %s ended%s; the next call reconnects",
+                            server.where, f": {describe(self.failure)}" if self.failure else "")
+
+    def _connect_error(self) -> McpError:
+        server = self.server
+        causes = list(leaves(self.failure)) if self.failure is not None else []
+        if any(isinstance(e, TimeoutError) for e in causes):
+            detail = f"no answer to the MCP handshake within {self._connect_timeout:g} s"
+        elif any(isinstance(e, MCPError) and e.code == mcp_types.CONNECTION_CLOSED
+                 for e in causes):
+            detail = ("the process exited before the MCP handshake (see its stderr)"
+                      if server.transport == "stdio" else
+                      "the server closed the connection during the MCP handshake")
+        elif self.failure is not None:
+            detail = self.watch.last_error or describe(self.failure)
+        else:
+            detail = "the connection closed during the handshake"
+        if server.transport == "stdio":
+            return McpError(f"cannot start MCP server {server.id!r} ({server.where}): {detail}")
+        hint = " (check its auth-token)" if (self.watch.last_error or "").startswith(
+            ("HTTP 401", "HTTP 403")) else ""
+        return McpError(f"cannot connect to MCP server {server.id!r} at {server.where}: "
+                        f"{detail}{hint}")
+
+    async def finished(self, timeout: float) -> None:
+        """Wait (up to ``timeout``) for the supervisor to have closed everything."""
+        with anyio.move_on_after(max(timeout, 0.0)):
+            await asyncio.shield(self.task)
+
+    async def close(self) -> None:
+        """End the connection and wait for the transport to close (stdio: child reaped)."""
+        self.closing = True
+        self.ended.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), CLOSE_TIMEOUT)
+        except TimeoutError:
+            log.warning("MCP server %r did not close within %g s; cancelling its connection",
+                        self.server.id, CLOSE_TIMEOUT)
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)

@@ -1,0 +1,59 @@
+"""The error of the MCP layer, and how a transport failure reads to a user."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+
+import httpx2
+from mcp.shared.exceptions import MCPError
+
+from toolmesh.errors import ToolmeshError
+
+
+class McpError(ToolmeshError):
+    """An MCP server could not be reached, failed, or did not answer in time.
+
+    Travels on the wire as ``{"type": "mcp-error", "message": ...}``; the message names the
+    server (never its token) and says what to check.
+    """
+
+    type = "mcp-error"
+
+
+def leaves(error: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside (nested) exception groups, or ``error`` itself."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from leaves(inner)
+    else:
+        yield error
+
+
+def never_reached_server(error: BaseException | None) -> bool:
+    """Whether a transport failure proves no request got through (connection refused)."""
+    if error is None:
+        return False
+    return any(isinstance(e, httpx2.ConnectError)
+               or (isinstance(e, OSError) and e.errno == errno.ECONNREFUSED)
+               for e in leaves(error))
+
+
+def describe(error: BaseException) -> str:
+    """A transport failure in one line (the first meaningful leaf of an exception group)."""
+    for leaf in leaves(error):
+        if isinstance(leaf, httpx2.HTTPStatusError):
+            response = leaf.response
+            return f"HTTP {response.status_code} {response.reason_phrase}".strip()
+        if isinstance(leaf, httpx2.ConnectError):
+            return f"connection refused or unreachable ({leaf})"
+        if isinstance(leaf, httpx2.TimeoutException):
+            return f"the HTTP request timed out ({type(leaf).__name__})"
+        if isinstance(leaf, MCPError):
+            return f"{leaf.error.message} (MCP error {leaf.error.code})"
+        if isinstance(leaf, OSError):
+            return leaf.strerror and f"{leaf.strerror} ({leaf.filename or leaf.errno})" or str(leaf)
+        text = str(leaf)
+        if text:
+            return f"{type(leaf).__name__}: {text}" if not isinstance(leaf, ToolmeshError) else text
+    return type(error).__name__

@@ -1,0 +1,224 @@
+"""The mcp-tool service on the bus (TrustGraph's wire) and its client.
+
+Request ``{"name": "<mcp config id>", "parameters": {...} | "<JSON text of an object>",
+"timeout"?: seconds}`` → response ``{"error": null, "text": str | null, "object": str | null}``
+(``object`` is the JSON text of the server's ``structuredContent``, as TrustGraph sends it).
+A discovery request ``{"name": id, "operation": "describe"}`` answers ``object`` = the JSON of
+``{"name", "description", "inputSchema"}`` of the remote tool.
+
+The servers come from config items of type ``mcp``; additions, changes (the old session is
+closed, the next call connects anew) and deletions apply while the service runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from toolmesh.bus.base import Bus
+from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
+from toolmesh.errors import RequestError, ServiceError, ToolmeshError
+from toolmesh.mcp.config import McpServer
+from toolmesh.mcp.errors import McpError
+from toolmesh.mcp.results import McpResult, result_text
+from toolmesh.mcp.sessions import SessionPool
+from toolmesh.rpc.client import RequestClient, RpcClient
+from toolmesh.rpc.service import Reply, Service
+
+log = logging.getLogger("toolmesh.mcp.service")
+
+MCP_TOOL_REQUEST_QUEUE = "request:tg:mcp-tool:default"
+MCP_TOOL_RESPONSE_QUEUE = "response:tg:mcp-tool:default"
+#: how much longer a client waits than the deadline it gives the service, so the service's
+#: "timed out" answer (sent after it cancelled the MCP call) arrives before the client gives up
+CLIENT_MARGIN = 2.0
+
+
+def bad_request(message: str) -> ServiceError:
+    return ServiceError(message, type="bad-request")
+
+
+def parse_parameters(value: Any) -> dict[str, Any]:
+    """The tool's arguments: a JSON object, or the JSON text of one (TrustGraph sends text)."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise bad_request(f"'parameters' is not valid JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise bad_request(f"'parameters' must be a JSON object, not {json.dumps(value)[:60]}")
+    return value
+
+
+def response(*, text: str | None = None, object: Any = None) -> dict[str, Any]:
+    return {"error": None, "text": text,
+            "object": None if object is None else json.dumps(object, ensure_ascii=False)}
+
+
+class McpToolService(Service):
+    """Calls MCP tools named by ``mcp`` config items, over pooled, supervised sessions."""
+
+    error_type = "mcp-error"
+
+    def __init__(self, bus: Bus, *, request_queue: str = MCP_TOOL_REQUEST_QUEUE,
+                 response_queue: str = MCP_TOOL_RESPONSE_QUEUE,
+                 config_queues: dict[str, str] | None = None, id: str = "mcp-tool",
+                 concurrency: int = 64, call_timeout: float = 60.0,
+                 workspace: str = "default") -> None:
+        super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
+                         subscription=f"{id}-request", concurrency=concurrency)
+        self.call_timeout = call_timeout
+        self.pool = SessionPool()
+        self.servers: dict[str, McpServer] = {}
+        self.invalid: dict[str, str] = {}  # id -> why its item cannot be used
+        self.version = -1
+        self._changed = asyncio.Condition()
+        self._watcher = ConfigWatcher(bus, types=["mcp"], on_change=self._on_config,
+                                      workspace=workspace, **(config_queues or {}))
+
+    def error_response(self, error: dict[str, str]) -> dict[str, Any]:
+        return {"error": error, "text": None, "object": None}
+
+    async def start(self) -> None:
+        await self._watcher.start()
+        await super().start()
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self._watcher.stop()
+        await self.pool.close()
+
+    async def wait_for_config(self, version: int) -> None:
+        """Wait until config ``version`` (or later) is in effect."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.version >= version)
+
+    async def _on_config(self, snapshot: ConfigSnapshot) -> None:
+        servers: dict[str, McpServer] = {}
+        invalid: dict[str, str] = {}
+        for key, raw in snapshot.of("mcp").items():
+            try:
+                servers[key] = McpServer.from_config(key, raw)
+            except ToolmeshError as e:
+                invalid[key] = e.message
+                log.warning("config item mcp/%s cannot be used: %s", key, e.message)
+        previous, self.servers, self.invalid = self.servers, servers, invalid
+        # A session to settings that changed or vanished must not serve another call.
+        stale = [id for id, old in previous.items()
+                 if id not in servers or servers[id].connection_key != old.connection_key]
+        await asyncio.gather(*(self.pool.forget(id) for id in stale))
+        self.version = snapshot.version
+        log.info("config version %d: MCP tools %s", snapshot.version,
+                 ", ".join(sorted(servers)) or "(none)")
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _server(self, name: Any) -> McpServer:
+        if not isinstance(name, str) or not name:
+            raise bad_request("an mcp-tool request needs 'name', the id of an mcp config item")
+        server = self.servers.get(name)
+        if server is not None:
+            return server
+        if name in self.invalid:
+            raise McpError(f"MCP tool {name!r} is misconfigured: {self.invalid[name]}")
+        known = ", ".join(sorted(self.servers)) or "none"
+        raise McpError(f"no MCP tool {name!r} is configured (configured: {known})")
+
+    def _timeout(self, request: Mapping[str, Any]) -> float:
+        timeout = request.get("timeout")
+        if timeout is None:
+            return self.call_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise bad_request(f"'timeout' must be a positive number of seconds, not {timeout!r}")
+        return float(timeout)
+
+    async def _lookup(self, name: Any) -> McpServer:
+        try:
+            return self._server(name)
+        except McpError:
+            # A caller may have seen a config version this service has not applied yet (the
+            # agent builds its tools from the same push): fetch the config once and look again.
+            try:
+                await self._watcher.reload()
+            except RequestError as e:
+                log.warning("could not reload the mcp config: %s", e.message)
+            return self._server(name)
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        server = await self._lookup(request.get("name"))
+        timeout = self._timeout(request)
+        operation = request.get("operation") or "invoke"
+        if operation == "describe":
+            await reply(response(object=await self.describe(server, timeout=timeout)))
+        elif operation in ("invoke", "call"):
+            result = await self.pool.call_tool(server, parse_parameters(request.get("parameters")),
+                                               timeout=timeout)
+            await reply(self._result_response(server, result))
+        else:
+            raise bad_request(f"unknown operation {operation!r}; operations: invoke, describe")
+
+    async def describe(self, server: McpServer, *, timeout: float) -> dict[str, Any]:
+        """``{"name", "description", "inputSchema"}`` of the remote tool."""
+        tools = await self.pool.list_tools(server, timeout=timeout)
+        for tool in tools:
+            if tool.name == server.remote_name:
+                return {"name": tool.name, "description": tool.description,
+                        "inputSchema": tool.input_schema}
+        names = ", ".join(sorted(t.name for t in tools)) or "none"
+        raise McpError(f"MCP server {server.id!r} has no tool {server.remote_name!r} "
+                       f"(tools: {names})")
+
+    @staticmethod
+    def _result_response(server: McpServer, result: McpResult) -> dict[str, Any]:
+        if result.is_error:
+            # The tool ran and failed: its own words, for the LLM to read.
+            raise ServiceError(result.text or f"MCP tool {server.remote_name!r} failed",
+                               type="tool-error")
+        return response(text=result.text, object=result.object)
+
+
+class McpToolClient(RpcClient):
+    """Calls the mcp-tool service; one client serves any number of concurrent calls.
+
+    Errors raise :class:`toolmesh.RequestError`: ``type`` "tool-error" when the MCP tool
+    reported a failure, "mcp-error" when the server could not be reached or timed out.
+    """
+
+    def __init__(self, bus: Bus, *, request_queue: str = MCP_TOOL_REQUEST_QUEUE,
+                 response_queue: str = MCP_TOOL_RESPONSE_QUEUE) -> None:
+        self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue)
+
+    async def invoke(self, name: str, parameters: Mapping[str, Any], *,
+                     timeout: float = 60.0) -> str:
+        """The tool's text, or the JSON text of its structured result."""
+        answer = await self._rpc.request(
+            {"name": name, "parameters": dict(parameters), "timeout": timeout},
+            timeout=timeout + CLIENT_MARGIN)
+        text, obj = answer.get("text"), answer.get("object")
+        return result_text(McpResult(text if isinstance(text, str) else None,
+                                     _decode(obj), False))
+
+    async def describe(self, name: str, *, timeout: float = 30.0) -> dict[str, Any]:
+        """``{"name", "description", "inputSchema"}`` of the MCP tool ``name``."""
+        answer = await self._rpc.request({"name": name, "operation": "describe",
+                                          "timeout": timeout}, timeout=timeout + CLIENT_MARGIN)
+        described = _decode(answer.get("object"))
+        if not isinstance(described, dict):
+            raise RequestError(f"the mcp-tool service described {name!r} as {described!r}",
+                               type="mcp-error")
+        return described
+
+
+def _decode(obj: Any) -> Any:
+    """``object`` of a response: JSON text (TrustGraph's form), or already a value."""
+    if isinstance(obj, str):
+        try:
+            return json.loads(obj)
+        except json.JSONDecodeError:
+            return obj
+    return obj

@@ -1,0 +1,265 @@
+"""``SessionPool``: one long-lived MCP ``ClientSession`` per server, shared by every call.
+
+A session is never opened per call. Each server gets a :class:`Connection` whose supervisor
+task owns the transport and the session (anyio's rule: a task group is entered and exited in
+the same task); callers await its ``ready`` future and then send requests on the shared session
+concurrently — the SDK's dispatcher correlates them by JSON-RPC id.
+
+When the connection ends — the server hangs up (stdio child died, SSE stream closed), the
+transport fails (HTTP connection refused), or a call finds the session gone (the HTTP server
+restarted and answers 404 for the old session id) — the connection is marked broken and the
+next call opens a new one. A call whose request provably never reached the server (connection
+refused, unknown session) is sent once more on the new connection; any other call that was in
+flight fails with a clear message, since it may have run.
+
+Each call has a deadline. On expiry the SDK abandons the request and sends the server
+``notifications/cancelled`` (``JSONRPCDispatcher.send_raw_request``: the timeout branch, and
+the shielded caller-cancelled branch); the session stays open for the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import mcp_types
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from toolmesh.mcp.config import McpServer
+from toolmesh.mcp.connection import Connection, RemoteTool
+from toolmesh.mcp.errors import McpError, describe, never_reached_server
+from toolmesh.mcp.results import McpResult, to_result
+
+log = logging.getLogger("toolmesh.mcp")
+
+__all__ = ["RemoteTool", "SessionPool"]
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT = 30.0
+#: beyond a call's deadline, for the SDK to send its cancel and raise its own timeout first
+GRACE = 1.0
+LIST_PAGE_CAP = 100
+
+
+class _Undelivered(Exception):
+    """The request never reached the server, so sending it again cannot run it twice."""
+
+    def __init__(self, error: McpError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class SessionPool:
+    """Long-lived MCP sessions, reused by every call.
+
+    Sessions are keyed by :attr:`McpServer.connection_key`, so several ``mcp`` items that
+    name tools on the same server (same URL and token, or same command) share one session.
+    """
+
+    def __init__(self, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        self.connect_timeout = connect_timeout
+        self._connections: dict[str, Connection] = {}  # connection key -> connection
+        self._keys: dict[str, str] = {}  # server id -> the connection key it last used
+        self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def call_tool(self, server: McpServer, arguments: dict[str, Any], *,
+                        timeout: float) -> McpResult:
+        """Call ``server.remote_name`` with ``arguments``; :class:`McpError` if it cannot."""
+
+        async def call(conn: Connection, session: ClientSession, deadline: float) -> McpResult:
+            await self._check_tool(conn, session, server)
+            remaining = max(deadline - _now(), 0.001)
+            result = await session.call_tool(server.remote_name, arguments,
+                                             read_timeout_seconds=remaining)
+            return to_result(result)
+
+        return await self._run(server, f"tool {server.remote_name!r}", timeout, call)
+
+    async def list_tools(self, server: McpServer, *, timeout: float) -> list[RemoteTool]:
+        """The server's tools (cached per connection, listed again after a reconnect)."""
+
+        async def tools(conn: Connection, session: ClientSession, deadline: float
+                        ) -> list[RemoteTool]:
+            return await self._tools(conn, session)
+
+        return await self._run(server, "tools/list", timeout, tools)
+
+    async def forget(self, server_id: str) -> None:
+        """Drop ``server_id``; its session is closed unless another server id still uses it.
+        The next call for ``server_id`` connects anew."""
+        key = self._keys.pop(server_id, None)
+        conn = self._release(key)
+        if conn is not None:
+            await conn.close()
+
+    async def close(self) -> None:
+        """Close every session (stdio children are stopped and reaped)."""
+        self._closed = True
+        connections, self._connections, self._keys = list(self._connections.values()), {}, {}
+        await asyncio.gather(*(c.close() for c in connections), *self._closing)
+
+    def connected(self, server: McpServer) -> bool:
+        """Whether a session for ``server`` is open and ready now."""
+        conn = self._connections.get(server.connection_key)
+        return conn is not None and conn.usable and conn.ready.done() \
+            and conn.ready.exception() is None
+
+    async def wait_ended(self, server: McpServer) -> None:
+        """Wait until the current session for ``server`` has ended and closed (for monitoring
+        and tests: a server that dies is noticed without a call)."""
+        conn = self._connections.get(server.connection_key)
+        if conn is not None:
+            await conn.ended.wait()
+            await asyncio.shield(conn.task)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _connection(self, server: McpServer) -> Connection:
+        if self._closed:
+            raise McpError("the MCP session pool is closed")
+        key = server.connection_key
+        previous = self._keys.get(server.id)
+        self._keys[server.id] = key
+        if previous is not None and previous != key:
+            self._close_later(self._release(previous))  # its settings changed
+        conn = self._connections.get(key)
+        if conn is not None and conn.usable:
+            return conn
+        self._close_later(conn)  # broken: let it finish closing while we connect anew
+        conn = self._connections[key] = Connection(server, connect_timeout=self.connect_timeout)
+        return conn
+
+    def _release(self, key: str | None) -> Connection | None:
+        """Detach and return the connection of ``key`` if no server id uses it any more."""
+        if key is None or key in self._keys.values():
+            return None
+        return self._connections.pop(key, None)
+
+    def _close_later(self, conn: Connection | None) -> None:
+        if conn is None:
+            return
+        task = asyncio.create_task(conn.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _run(self, server: McpServer, what: str, timeout: float,
+                   operation: Callable[[Connection, ClientSession, float], Awaitable[T]]) -> T:
+        deadline = _now() + timeout
+        for attempt in range(2):
+            conn = self._connection(server)
+            try:
+                session = await self._ready(conn, server, deadline, timeout)
+                async with self._translated(conn, server, what, deadline, timeout):
+                    return await operation(conn, session, deadline)
+            except _Undelivered as e:
+                if attempt:
+                    raise e.error from None
+                log.info("MCP server %r: %s; sending %s again on a new connection",
+                         server.id, e.error.message, what)
+        raise AssertionError("unreachable")
+
+    async def _ready(self, conn: Connection, server: McpServer, deadline: float,
+                     timeout: float) -> ClientSession:
+        if not conn.ready.done():
+            try:
+                async with asyncio.timeout_at(deadline):
+                    # shielded: this caller giving up must not cancel the connection for others
+                    await asyncio.shield(conn.ready)
+            except TimeoutError:
+                raise McpError(f"cannot connect to MCP server {server.id!r} at {server.where}: "
+                               f"timed out after {timeout:g} s") from None
+        return conn.ready.result()
+
+    @asynccontextmanager
+    async def _translated(self, conn: Connection, server: McpServer, what: str,
+                          deadline: float, timeout: float) -> AsyncIterator[None]:
+        """Turn what the SDK raises into :class:`McpError` (or :class:`_Undelivered`)."""
+        try:
+            async with asyncio.timeout_at(deadline + GRACE):  # bounds un-timed SDK awaits too
+                yield
+        except MCPError as e:
+            code, message = e.error.code, e.error.message
+            if code == mcp_types.REQUEST_TIMEOUT:
+                raise self._timed_out(server, what, timeout) from None
+            if code == mcp_types.INVALID_REQUEST and conn.watch.session_gone:
+                # The HTTP server answered 404 to our session id (it restarted, or expired the
+                # session): it refused the request without running it.
+                conn.ended.set()
+                raise _Undelivered(McpError(
+                    f"MCP server {server.id!r} at {server.where} no longer knows this session "
+                    "(did it restart?)")) from None
+            if code == mcp_types.CONNECTION_CLOSED:
+                raise await self._lost(conn, server, what, message, deadline) from None
+            raise McpError(f"MCP server {server.id!r} refused {what}: {message} "
+                           f"(code {code})") from None
+        except TimeoutError:
+            raise self._timed_out(server, what, timeout) from None
+        except ValidationError as e:
+            first = e.errors()[0] if e.errors() else {}
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            raise McpError(f"MCP server {server.id!r} sent an answer to {what} that this "
+                           f"client cannot read: {where}: {first.get('msg', e)}") from None
+        except RuntimeError as e:  # the SDK's checks of a result (output schema, ...)
+            raise McpError(f"MCP server {server.id!r} answered {what} wrongly: {e}") from None
+
+    async def _lost(self, conn: Connection, server: McpServer, what: str, message: str,
+                    deadline: float) -> McpError | _Undelivered:
+        if conn.closing:
+            return McpError(f"the session to MCP server {server.id!r} was closed while {what} "
+                            "ran (the server was reconfigured or removed)")
+        conn.ended.set()
+        await conn.finished(min(deadline - _now(), 5.0))  # let it record why it failed
+        cause = describe(conn.failure) if conn.failure is not None else message
+        error = McpError(f"lost the connection to MCP server {server.id!r} at {server.where} "
+                         f"during {what}: {cause}; the next call reconnects")
+        return _Undelivered(error) if never_reached_server(conn.failure) else error
+
+    @staticmethod
+    def _timed_out(server: McpServer, what: str, timeout: float) -> McpError:
+        return McpError(f"MCP server {server.id!r} did not finish {what}: timed out after "
+                        f"{timeout:g} s (the server was told to cancel it)")
+
+    async def _tools(self, conn: Connection, session: ClientSession, *,
+                     refresh: bool = False) -> list[RemoteTool]:
+        async with conn.tools_lock:
+            if conn.tools is None or refresh:
+                conn.tools = await _list_all(session)
+            return conn.tools
+
+    async def _check_tool(self, conn: Connection, session: ClientSession,
+                          server: McpServer) -> None:
+        """Fail clearly if the server has no such tool (listing once per connection also
+        gives the SDK the output schemas it validates results against)."""
+        tools = await self._tools(conn, session)
+        if any(t.name == server.remote_name for t in tools):
+            return
+        tools = await self._tools(conn, session, refresh=True)  # it may have added the tool
+        if not any(t.name == server.remote_name for t in tools):
+            names = ", ".join(sorted(t.name for t in tools)) or "none"
+            raise McpError(f"MCP server {server.id!r} has no tool {server.remote_name!r} "
+                           f"(tools: {names})")
+
+
+async def _list_all(session: ClientSession) -> list[RemoteTool]:
+    tools: list[RemoteTool] = []
+    cursor: str | None = None
+    for _ in range(LIST_PAGE_CAP):
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(RemoteTool(t.name, t.description or "", dict(t.input_schema or {}))
+                     for t in page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()
