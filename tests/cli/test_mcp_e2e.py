@@ -8,6 +8,8 @@ import json
 import urllib.request
 from pathlib import Path
 
+import aiohttp
+
 from tests.cli.test_config_cli import script
 from tests.llm.openai_server import OpenAITestServer
 from tests.mcp.servers import running_server
@@ -34,6 +36,18 @@ async def test_a_dialog_through_the_gateway_calls_an_mcp_tool_with_arguments(tmp
         code, out, err = await run_toolmesh("mcp", "invoke", "weather", "-P",
                                             '{"city": "Rome", "days": 1}', *u)
         assert (code, out.strip()) == (0, "Rome: sunny for 1 day"), err
+
+        # and over the WebSocket, as service "mcp-tool"
+        async with aiohttp.ClientSession() as session, \
+                session.ws_connect(served.url + "api/v1/socket") as ws:
+            await ws.send_json({"type": "auth", "token": ""})
+            assert (await ws.receive_json(timeout=10))["type"] == "auth-ok"
+            await ws.send_json({"id": "m1", "service": "mcp-tool", "flow": "default",
+                                "request": {"name": "weather", "parameters": {"city": "Oslo"}}})
+            frame = await ws.receive_json(timeout=30)
+        assert (frame["id"], frame["complete"]) == ("m1", True)
+        assert frame["response"]["text"] == "Oslo: sunny for 1 day"
+        assert "error" not in frame and "error" not in frame["response"]
 
         request = urllib.request.Request(
             served.url + "api/v1/flow/default/service/agent", method="POST",
