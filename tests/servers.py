@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.processes import start_toolmesh
 
@@ -32,3 +34,21 @@ async def toolmesh_serve(data_dir: Path, *extra: str) -> AsyncIterator[Served]:
         if proc.returncode is None:
             proc.terminate()
             await asyncio.wait_for(proc.wait(), 20)
+
+
+async def stored(served: Served, item: str) -> Any:
+    """The JSON value of config item ``TYPE/KEY``, read with ``toolmesh config get``."""
+    from tests.processes import run_toolmesh
+
+    code, out, err = await run_toolmesh("config", "get", item, "--url", served.url)
+    assert code == 0, err
+    return json.loads(out)
+
+
+async def keys(served: Served, type: str) -> list[str]:
+    """The keys of a config type, read with ``toolmesh config list``."""
+    from tests.processes import run_toolmesh
+
+    code, out, err = await run_toolmesh("config", "list", type, "--url", served.url)
+    assert code == 0, err
+    return out.split()

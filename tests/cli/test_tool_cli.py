@@ -7,16 +7,14 @@ behind the gateway; only the invoke failures that happen before (or without) it 
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.cli.test_config_cli import script
 from tests.processes import run_toolmesh
-from tests.servers import Served, toolmesh_serve
+from tests.servers import Served, keys, stored, toolmesh_serve
 
 SECRET = "s3cr3t-T0KEN-value"
 ENV_SECRET = "ghp_env-secret-value"
@@ -34,18 +32,6 @@ TELL_JOKE = {"type": "tool-service", "name": "tell-joke",
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
     async with toolmesh_serve(tmp_path) as s:
         yield s
-
-
-async def stored(served: Served, item: str) -> Any:
-    code, out, err = await run_toolmesh("config", "get", item, "--url", served.url)
-    assert code == 0, err
-    return json.loads(out)
-
-
-async def keys(served: Served, type: str) -> list[str]:
-    code, out, err = await run_toolmesh("config", "list", type, "--url", served.url)
-    assert code == 0, err
-    return out.split()
 
 
 def tables(out: str) -> list[dict[str, str]]:

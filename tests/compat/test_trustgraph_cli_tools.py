@@ -12,14 +12,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.cli.test_tool_cli import tables
 from tests.compat.test_trustgraph_cli_config import tg
 from tests.processes import run_toolmesh
-from tests.servers import Served, toolmesh_serve
+from tests.servers import Served, keys, stored, toolmesh_serve
 
 SECRET = "s3cr3t-T0KEN-value"
 
@@ -28,18 +27,6 @@ SECRET = "s3cr3t-T0KEN-value"
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
     async with toolmesh_serve(tmp_path) as s:
         yield s
-
-
-async def stored(served: Served, item: str) -> Any:
-    code, out, err = await run_toolmesh("config", "get", item, "--url", served.url)
-    assert code == 0, err
-    return json.loads(out)
-
-
-async def keys(served: Served, type: str) -> list[str]:
-    code, out, err = await run_toolmesh("config", "list", type, "--url", served.url)
-    assert code == 0, err
-    return out.split()
 
 
 async def tg_raw(bin: Path, command: str, *args: str) -> str:

@@ -17,9 +17,11 @@ from toolmesh.cli import config_cmd
 from toolmesh.cli.http import CliError, default_url
 
 
-def parser(prog: str, description: str) -> argparse.ArgumentParser:
+def parser(prog: str, description: str,
+           url_flags: tuple[str, ...] = ("-u", "--api-url")) -> argparse.ArgumentParser:
+    """A parser with trustgraph-cli's common flags (the gateway URL, token, workspace)."""
     p = argparse.ArgumentParser(prog=prog, description=description)
-    p.add_argument("-u", "--api-url", dest="url", default=default_url(),
+    p.add_argument(*url_flags, dest="url", default=default_url(),
                    help="gateway URL (env TRUSTGRAPH_URL / TOOLMESH_URL; default %(default)s)")
     p.add_argument("-t", "--token", default=os.environ.get("TRUSTGRAPH_TOKEN") or None,
                    help="bearer token (env TRUSTGRAPH_TOKEN)")

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from toolmesh.cli import config_cmd, mcp_cmd
-from toolmesh.cli.http import CliError, default_url
+from toolmesh.cli.http import CliError
 from toolmesh.cli.tg_config import guarded, parser
 from toolmesh.config.validation import ARGUMENT_TYPES
 
@@ -103,15 +102,8 @@ def delete_mcp_tool(argv: Sequence[str] | None = None) -> int:
 @guarded
 def invoke_mcp_tool(argv: Sequence[str] | None = None) -> int:
     # trustgraph-cli's invoke commands spell the gateway flag -u/--url, not --api-url
-    p = argparse.ArgumentParser(prog="tg-invoke-mcp-tool",
-                                description="Call an MCP tool through the gateway.")
-    p.add_argument("-u", "--url", "--api-url", dest="url", default=default_url(),
-                   help="gateway URL (env TRUSTGRAPH_URL / TOOLMESH_URL; default %(default)s)")
-    p.add_argument("-t", "--token", default=os.environ.get("TRUSTGRAPH_TOKEN") or None,
-                   help="bearer token (env TRUSTGRAPH_TOKEN)")
-    p.add_argument("-w", "--workspace",
-                   default=os.environ.get("TRUSTGRAPH_WORKSPACE") or config_cmd.DEFAULT_WORKSPACE,
-                   help="workspace (env TRUSTGRAPH_WORKSPACE; default %(default)s)")
+    p = parser("tg-invoke-mcp-tool", "Call an MCP tool through the gateway.",
+               url_flags=("-u", "--url", "--api-url"))
     p.add_argument("-f", "--flow-id", default="default", help="flow (default: %(default)s)")
     p.add_argument("-n", "--name", required=True, metavar="tool-name", help="MCP tool name")
     mcp_cmd.add_parameter_flags(p)
