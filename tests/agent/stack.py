@@ -40,6 +40,7 @@ class Stack:
     client: RequestClient
     joke_queues: tuple[str, str]
     mcp: McpToolService
+    prompt: PromptService
 
     async def put(self, items: Mapping[tuple[str, str], Any]) -> int:
         """Store config items (dicts are JSON-encoded) and wait until the agent has them."""
@@ -47,8 +48,11 @@ class Stack:
                                          for k, v in items.items()})
         async with asyncio.timeout(10):
             await self.agent.wait_for_config(version)
-            if any(type == "mcp" for type, _ in items):  # it watches only mcp items
+            # these services watch only their own type, so only its changes reach them
+            if any(type == "mcp" for type, _ in items):
                 await self.mcp.wait_for_config(version)
+            if any(type == "prompt" for type, _ in items):
+                await self.prompt.wait_for_config(version)
         return version
 
     async def delete(self, *keys: tuple[str, str]) -> None:
@@ -96,7 +100,7 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         await stack.enter_async_context(ConfigService(bus, store, **config_queues))
         await stack.enter_async_context(TextCompletionService(
             bus, llm, request_queue=q["tc"][0], response_queue=q["tc"][1]))
-        await stack.enter_async_context(PromptService(
+        prompt = await stack.enter_async_context(PromptService(
             bus, request_queue=q["prompt"][0], response_queue=q["prompt"][1],
             text_completion_request_queue=q["tc"][0], text_completion_response_queue=q["tc"][1],
             config_queues=config_queues))
@@ -117,4 +121,4 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         client = await stack.enter_async_context(RequestClient(
             await backend.connect(), request_queue=q["agent"][0], response_queue=q["agent"][1],
             is_final=is_final, error_of=lambda response: None))
-        yield Stack(backend, llm, config, agent, client, q["joke"], mcp)
+        yield Stack(backend, llm, config, agent, client, q["joke"], mcp, prompt)

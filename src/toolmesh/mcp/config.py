@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from toolmesh.config.errors import ConfigError
+from toolmesh.schema.json_object import json_object
 from toolmesh.urls import mask_url
 
 Transport = Literal["streamable-http", "sse", "stdio"]
@@ -56,13 +57,11 @@ class McpServer:
     @classmethod
     def from_config(cls, id: str, value: Mapping[str, Any] | str) -> McpServer:
         """Build from the value of config item ``mcp/<id>`` (a JSON object, or its text)."""
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"mcp/{id}: the value is not valid JSON ({e})") from None
         if not isinstance(value, Mapping):
-            raise ConfigError(f"mcp/{id}: the value must be a JSON object")
+            try:
+                value = json_object(value, name="the value", empty_ok=False)
+            except ValueError as e:
+                raise ConfigError(f"mcp/{id}: {e}") from None
         args = value.get("args") or []
         env = value.get("env") or {}
         if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):

@@ -27,6 +27,7 @@ from toolmesh.mcp.results import McpResult, result_text
 from toolmesh.mcp.sessions import SessionPool
 from toolmesh.rpc.client import RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
+from toolmesh.schema.json_object import json_object
 
 log = logging.getLogger("toolmesh.mcp.service")
 
@@ -43,16 +44,10 @@ def bad_request(message: str) -> ServiceError:
 
 def parse_parameters(value: Any) -> dict[str, Any]:
     """The tool's arguments: a JSON object, or the JSON text of one (TrustGraph sends text)."""
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise bad_request(f"'parameters' is not valid JSON ({e})") from None
-    if not isinstance(value, dict):
-        raise bad_request(f"'parameters' must be a JSON object, not {json.dumps(value)[:60]}")
-    return value
+    try:
+        return json_object(value, name="'parameters'")
+    except ValueError as e:
+        raise bad_request(str(e)) from None
 
 
 def response(*, text: str | None = None, object: Any = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolmesh.errors import ServiceError
+from toolmesh.schema.json_object import json_object
 
 #: the user a request without one runs as (TrustGraph's default)
 DEFAULT_USER = "trustgraph"
@@ -31,19 +32,10 @@ def parse_request(body: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[st
 
 
 def _object_field(body: Mapping[str, Any], name: str) -> dict[str, Any]:
-    raw = body.get(name)
-    if raw is None or raw == "":
-        return {}
-    value = raw
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ServiceError(f"{name!r} is not valid JSON: {e}", type="malformed-request") from None
-    if not isinstance(value, dict):
-        raise ServiceError(f"{name!r} must be a JSON object, not {type(value).__name__}",
-                           type="malformed-request")
-    return value
+    try:
+        return json_object(body.get(name), name=repr(name))
+    except ValueError as e:
+        raise ServiceError(str(e), type="malformed-request") from None
 
 
 def response(text: str, *, end_of_stream: bool = True) -> dict[str, Any]:
