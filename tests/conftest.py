@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
+from tests.pulsar_broker import PulsarLite
 from tests.rabbit import RABBITMQ_URL, close_connection_from_broker, delete_test_entities
 from toolmesh import Bus, connect
 from toolmesh.bus.memory import new_memory_url
@@ -24,20 +26,42 @@ class Backend:
     name: str
     url: str
     buses: list[Bus] = field(default_factory=list)
-    break_connection: Callable[[Bus], Awaitable[None]] | None = None
+    #: make the broker drop these buses' connections (None: the backend has no connection)
+    break_connections: Callable[[Sequence[Bus]], Awaitable[None]] | None = None
+    #: whether a non-persistent (request) queue keeps messages while no consumer is
+    #: connected; Pulsar's non-persistent topics do not, its persistent (flow) ones do
+    keeps_unconsumed_requests: bool = True
 
     async def connect(self) -> Bus:
-        bus = await connect(self.url)
+        bus = await connect(self.connection_url(len(self.buses)))
         self.buses.append(bus)
         return bus
+
+    def connection_url(self, index: int) -> str:
+        """The URL for the ``index``-th connection of a test (or process)."""
+        if self.name != "pulsar":
+            return self.url
+        # pulsar-lite keys Shared-subscription consumers by consumer id alone, so two
+        # connections must not number their consumers alike (see PulsarBus._skip_consumer_ids).
+        return f"{self.url}?consumer_id_offset={(index % 16) * 32}"
 
     def topic(self, base: str = "t") -> str:
         """A topic name no other test uses."""
         return f"{RUN_MARKER}-{base}-{uuid.uuid4().hex[:8]}"
 
 
-async def _break_rabbitmq(bus: Bus) -> None:
-    await close_connection_from_broker(bus.connection_name)  # type: ignore[attr-defined]
+async def _break_rabbitmq(buses: Sequence[Bus]) -> None:
+    for bus in buses:
+        await close_connection_from_broker(bus.connection_name)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def pulsar_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLite]:
+    """A pulsar-lite broker process for the whole run."""
+    broker = PulsarLite(Path(tmp_path_factory.mktemp("pulsar-lite")))
+    broker.start()
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture(scope="session")
@@ -49,11 +73,21 @@ def _rabbitmq_cleanup() -> Iterator[None]:
 def _make_backend(name: str, request: pytest.FixtureRequest) -> Backend:
     if name == "memory":
         return Backend("memory", new_memory_url())
+    if name == "pulsar":
+        broker: PulsarLite = request.getfixturevalue("pulsar_broker")
+
+        async def restart_broker(buses: Sequence[Bus]) -> None:
+            # Every client loses its connection at once, as in a real broker restart.
+            await asyncio.to_thread(broker.restart)
+
+        return Backend("pulsar", broker.url, break_connections=restart_broker,
+                       keeps_unconsumed_requests=False)
     request.getfixturevalue("_rabbitmq_cleanup")
-    return Backend("rabbitmq", RABBITMQ_URL, break_connection=_break_rabbitmq)
+    return Backend("rabbitmq", RABBITMQ_URL, break_connections=_break_rabbitmq)
 
 
-@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq),
+                        pytest.param("pulsar", marks=pytest.mark.pulsar)])
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """Each test using this fixture runs once per bus backend."""
     b = _make_backend(request.param, request)

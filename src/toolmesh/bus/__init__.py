@@ -19,14 +19,15 @@ __all__ = [
     "Requeue", "Subscription", "connect", "parse_queue_id",
 ]
 
-SCHEMES = ("memory://", "amqp://", "amqps://")
+SCHEMES = ("memory://", "amqp://", "amqps://", "pulsar://", "pulsar+ssl://")
 
 
 async def connect(url: str = "memory://", **options: object) -> Bus:
     """Connect to the bus at ``url``.
 
     * ``memory://`` (or ``memory://NAME``) — the in-process bus, the embedded default;
-    * ``amqp://user:password@host:5672/vhost`` — RabbitMQ.
+    * ``amqp://user:password@host:5672/vhost`` — RabbitMQ;
+    * ``pulsar://host:6650`` — Apache Pulsar (needs the ``pulsar`` extra).
     """
     if url.startswith("memory://"):
         from toolmesh.bus.memory import MemoryBus
@@ -36,4 +37,8 @@ async def connect(url: str = "memory://", **options: object) -> Bus:
         from toolmesh.bus.rabbitmq import RabbitMQBus
 
         return await RabbitMQBus.connect(url, **options)  # type: ignore[arg-type]
+    if url.startswith(("pulsar://", "pulsar+ssl://")):
+        from toolmesh.bus.pulsar import PulsarBus
+
+        return await PulsarBus.connect(url, **options)  # type: ignore[arg-type]
     raise BusError(f"unsupported bus URL {url!r}; use one of: " + ", ".join(SCHEMES))
