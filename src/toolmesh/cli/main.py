@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from toolmesh.cli import agent_cmd, config_cmd, demo, mcp_cmd, run_service, serve
+from toolmesh.cli import tool_service_cmd
 from toolmesh.errors import ToolmeshError
 
 
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_cmd.add_parser(commands)
     agent_cmd.add_parser(commands)
     mcp_cmd.add_parser(commands)
+    tool_service_cmd.add_parser(commands)
     return parser
 
 

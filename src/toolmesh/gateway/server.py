@@ -1,7 +1,8 @@
 """The gateway: TrustGraph's ``/api/v1`` over HTTP and WebSocket, forwarding to the bus.
 
 * ``POST /api/v1/{service}`` — global services (``config``);
-* ``POST /api/v1/flow/{flow}/service/{service}`` — per-flow services (``agent``, ...);
+* ``POST /api/v1/flow/{flow}/service/{service}`` — per-flow services (``agent``, ``mcp-tool``,
+  ``tool-service``: a configured tool service called by its descriptor id);
 * ``GET /api/v1/socket`` — WebSocket, one connection multiplexing many requests.
 
 With a token set, REST requests need ``Authorization: Bearer <token>`` (else 401) and a
@@ -25,6 +26,7 @@ from toolmesh.gateway.auth import Auth
 from toolmesh.gateway.endpoints import BusEndpoint, Endpoint, FlowEndpoint
 from toolmesh.schema.agent import is_final as agent_is_final
 from toolmesh.gateway.socket import SocketSession
+from toolmesh.gateway.tool_service import ToolServiceEndpoint
 
 log = logging.getLogger("toolmesh.gateway")
 
@@ -63,6 +65,7 @@ class Gateway:
         self.add(FlowEndpoint(bus, "mcp-tool", request_queue="request:tg:mcp-tool:{flow}",
                               response_queue="response:tg:mcp-tool:{flow}",
                               timeout=options.timeout))
+        self.add(ToolServiceEndpoint(bus, max_timeout=options.timeout))
         for endpoint in options.extra_endpoints:
             self.add(endpoint)
         self._runner: web.AppRunner | None = None
@@ -161,8 +164,10 @@ class Gateway:
         return web.json_response(self.rest_result(service, responses))
 
     def rest_result(self, service: str, responses: list[dict[str, Any]]) -> dict[str, Any]:
-        """The one body a REST call returns for a (possibly streamed) set of responses."""
-        return responses[-1]
+        """The one body a REST call returns for a (possibly streamed) set of responses: the
+        endpoint's own ``rest_result`` when it has one, else the last response."""
+        combine = getattr(self.endpoints.get(service), "rest_result", None)
+        return combine(responses) if combine is not None else responses[-1]
 
     def _unknown(self, service: str, flow: str | None) -> str:
         kind = "per-flow" if flow is not None else "global"

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from toolmesh.bus.base import Bus
-from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
+from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient, default_is_final
 from toolmesh.schema import tool_service as wire
 
 
@@ -22,7 +22,6 @@ class ToolServiceClient(RpcClient):
         self._rpc = RequestClient(bus, request_queue=request_queue,
                                   response_queue=response_queue, subscription=subscription)
 
-
     async def call(self, *, user: str, config: Mapping[str, Any] | None = None,
                    arguments: Mapping[str, Any] | None = None,
                    timeout: float | None = DEFAULT_TIMEOUT) -> str:
@@ -34,8 +33,21 @@ class ToolServiceClient(RpcClient):
                      arguments: Mapping[str, Any] | None = None,
                      timeout: float | None = DEFAULT_TIMEOUT) -> AsyncIterator[str]:
         """The observation piece by piece as the service sends it (empty pieces skipped)."""
+        async for text, _ in self.responses(user=user, config=config, arguments=arguments,
+                                            timeout=timeout):
+            if text:
+                yield text
+
+    async def responses(self, *, user: str, config: Mapping[str, Any] | None = None,
+                        arguments: Mapping[str, Any] | None = None,
+                        timeout: float | None = DEFAULT_TIMEOUT,
+                        ) -> AsyncIterator[tuple[str, bool]]:
+        """``(text, end_of_stream)`` for every response, the final (often empty) one included.
+
+        For relays (the gateway) that forward the service's own stream boundaries.
+        """
         body = wire.request(user=user, config=config or {}, arguments=arguments or {})
         async for response in self._rpc.stream(body, timeout=timeout):
-            text = response.get("response")
-            if text:
-                yield text if isinstance(text, str) else wire.observation(text)
+            text = response.get("response") or ""
+            yield (text if isinstance(text, str) else wire.observation(text),
+                   default_is_final(response))

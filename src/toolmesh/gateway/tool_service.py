@@ -1,0 +1,214 @@
+"""The gateway's ``tool-service`` route: call a configured tool service by its descriptor id.
+
+Request (REST ``POST /api/v1/flow/{flow}/service/tool-service`` or a WebSocket frame with
+``"service": "tool-service"``)::
+
+    {"id": "<key of a tool-service config item>",
+     "config": {...} | "<JSON text>", "arguments": {...} | "<JSON text>",
+     "user"?: str, "timeout"?: seconds, "streaming"?: bool, "workspace"?: str}
+
+Responses: ``{"response": "<text>", "end_of_stream": bool}`` — one per response of the tool
+service when streaming (the WebSocket default), else one with the whole observation (REST);
+a failure is ``{"error": {"type", "message"}, "end_of_stream": true}``. A service that does not
+answer in time raises :class:`RequestTimeout`, which the gateway shows as a ``timeout`` error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolmesh.bus.base import Bus
+from toolmesh.bus.queue_id import parse_queue_id
+from toolmesh.config.client import ConfigClient
+from toolmesh.errors import RequestTimeout, ServiceError, ToolmeshError
+from toolmesh.schema.json_object import json_object
+from toolmesh.schema.tool_service import DEFAULT_USER
+from toolmesh.tools.client import ToolServiceClient
+from toolmesh.tools.queues import resolve_queues
+
+NAME = "tool-service"
+DEFAULT_CALL_TIMEOUT = 60.0
+
+
+def _bad(message: str) -> ServiceError:
+    return ServiceError(message, type="bad-request")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolServiceCall:
+    """One direct call, as a request to the route describes it."""
+
+    id: str
+    config: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
+    user: str = DEFAULT_USER
+    timeout: float = DEFAULT_CALL_TIMEOUT
+    streaming: bool = True
+
+    @classmethod
+    def parse(cls, request: Mapping[str, Any], *, max_timeout: float) -> ToolServiceCall:
+        """The call ``request`` asks for, or a ``bad-request`` :class:`ServiceError`."""
+        id = request.get("id")
+        if not isinstance(id, str) or not id.strip():
+            raise _bad("a tool-service request needs 'id': the key of a tool-service config "
+                       "item, e.g. {\"id\": \"joke-service\", \"arguments\": {...}}")
+        try:
+            config = json_object(request.get("config"), name="'config'")
+            arguments = json_object(request.get("arguments"), name="'arguments'")
+        except ValueError as e:
+            raise _bad(str(e)) from None
+        user = request.get("user") or DEFAULT_USER
+        if not isinstance(user, str):
+            raise _bad(f"'user' must be a string, not {type(user).__name__}")
+        timeout = request.get("timeout", min(DEFAULT_CALL_TIMEOUT, max_timeout))
+        if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                or not 0 < timeout <= max_timeout):
+            raise _bad(f"'timeout' must be a number of seconds above 0 and at most "
+                       f"{max_timeout:g}, not {json.dumps(timeout)}")
+        streaming = request.get("streaming", True)
+        if not isinstance(streaming, bool):
+            raise _bad("'streaming' must be true or false")
+        return cls(id=id, config=config, arguments=arguments, user=user,
+                   timeout=float(timeout), streaming=streaming)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Descriptor:
+    """The parts of a ``tool-service`` item a call needs (queues in one canonical spelling,
+    so both spellings of a queue share one client)."""
+
+    id: str
+    request_queue: str
+    response_queue: str
+    required_params: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, id: str, value: str) -> Descriptor:
+        # The config service validates tool-service items on put; this guards against a
+        # store written by something else, with the same kind of message.
+        try:
+            item = json.loads(value)
+            if not isinstance(item, dict):
+                raise ValueError("the value is not a JSON object")
+            request_queue, response_queue = (str(parse_queue_id(q)) for q in resolve_queues(
+                topic=None, request_queue=item.get("request-queue"),
+                response_queue=item.get("response-queue")))
+            params = item.get("config-params") or []
+            required = tuple(p["name"] for p in params if p.get("required", False))
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise ServiceError(f"config item tool-service/{id} is not a valid descriptor: {e}",
+                               type="config-error") from None
+        return cls(id=id, request_queue=request_queue, response_queue=response_queue,
+                   required_params=required)
+
+    def check(self, config: Mapping[str, Any]) -> None:
+        """Refuse a config that leaves out a config-param marked required, as the agent
+        refuses such a tool — so a direct call fails where the agent would."""
+        missing = [p for p in self.required_params if p not in config]
+        if missing:
+            raise _bad(f"tool service {self.id!r} requires config "
+                       + ", ".join(repr(p) for p in missing) + " (its config-params); "
+                       "give it in 'config'")
+
+
+def _error(e: ToolmeshError) -> tuple[dict[str, Any], bool]:
+    return {"error": e.to_wire(), "end_of_stream": True}, True
+
+
+class ToolServiceEndpoint:
+    """Calls the tool service a ``tool-service`` config item describes, per request.
+
+    The descriptor is read from the config service on every call (so a changed item applies
+    at once); one client per queue pair is kept, because creating one subscribes a queue.
+    """
+
+    name = NAME
+    per_flow = True  # addressed like the other per-flow services; the flow does not matter
+
+    def __init__(self, bus: Bus, *, max_timeout: float = 600.0, config_timeout: float = 30.0,
+                 config_queues: Mapping[str, str] | None = None) -> None:
+        """``max_timeout`` caps a request's ``timeout``; ``config_queues`` (``request_queue``,
+        ``response_queue``) reach a config service on other than the default queues."""
+        self.max_timeout = max_timeout
+        self._bus = bus
+        self._config = ConfigClient(bus, timeout=config_timeout, **(config_queues or {}))
+        self._clients: dict[tuple[str, str], ToolServiceClient] = {}
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        await self._config.start()
+
+    async def stop(self) -> None:
+        for client in self._clients.values():
+            await client.stop()
+        self._clients.clear()
+        await self._config.stop()
+
+    async def call(self, request: dict[str, Any], *, workspace: str,
+                   flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
+        try:
+            call = ToolServiceCall.parse(request, max_timeout=self.max_timeout)
+            named = request.get("workspace")
+            descriptor = await self._descriptor(
+                call.id, named if isinstance(named, str) and named else workspace)
+            descriptor.check(call.config)
+            client = await self._client(descriptor)
+        except RequestTimeout:
+            raise
+        except ToolmeshError as e:
+            yield _error(e)
+            return
+        try:
+            if call.streaming:
+                async for text, final in client.responses(
+                        user=call.user, config=call.config, arguments=call.arguments,
+                        timeout=call.timeout):
+                    yield {"response": text, "end_of_stream": final}, final
+            else:
+                text = await client.call(user=call.user, config=call.config,
+                                         arguments=call.arguments, timeout=call.timeout)
+                yield {"response": text, "end_of_stream": True}, True
+        except RequestTimeout:
+            raise RequestTimeout(
+                f"tool service {call.id!r} did not answer within {call.timeout:g} s "
+                f"(is a service consuming {descriptor.request_queue}?)") from None
+        except ToolmeshError as e:  # the service's own error, passed through as it is
+            yield _error(e)
+
+    def rest_result(self, responses: list[dict[str, Any]]) -> dict[str, Any]:
+        """One REST body for a streamed call: the pieces joined (or the error)."""
+        last = responses[-1]
+        if last.get("error"):
+            return last
+        return {"response": "".join(str(r.get("response") or "") for r in responses),
+                "end_of_stream": True}
+
+    async def _descriptor(self, id: str, workspace: str) -> Descriptor:
+        try:
+            value = await self._config.get(NAME, id, workspace=workspace)
+        except RequestTimeout:
+            raise RequestTimeout(f"the config service did not answer within "
+                                 f"{self._config.timeout:g} s, so tool-service/{id} could not "
+                                 "be read") from None
+        if value is None:
+            raise ServiceError(
+                f"no tool service {id!r} in workspace {workspace!r}: config item "
+                f"tool-service/{id} is missing; store its descriptor first, e.g. "
+                f"'toolmesh config put tool-service/{id} descriptor.json'",
+                type="unknown-tool-service")
+        return Descriptor.parse(id, value)
+
+    async def _client(self, descriptor: Descriptor) -> ToolServiceClient:
+        key = (descriptor.request_queue, descriptor.response_queue)
+        async with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = ToolServiceClient(self._bus, request_queue=key[0],
+                                           response_queue=key[1])
+                await client.start()
+                self._clients[key] = client
+        return client
