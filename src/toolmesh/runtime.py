@@ -20,22 +20,40 @@ def configure_logging(level: str = "INFO") -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+class SignalCatcher:
+    """Catches SIGINT/SIGTERM from the moment it is entered, so a signal that arrives while
+    services are still starting is not lost (nor fatal: the default action kills)."""
+
+    def __init__(self, signals: Sequence[signal.Signals] = (signal.SIGINT, signal.SIGTERM)) -> None:
+        self.signals = tuple(signals)
+        self._received: asyncio.Future[signal.Signals] | None = None
+
+    def __enter__(self) -> SignalCatcher:
+        loop = asyncio.get_running_loop()
+        self._received = loop.create_future()
+        for sig in self.signals:
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self.signals:
+            loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._received is not None and not self._received.done():
+            self._received.set_result(sig)
+
+    async def wait(self) -> signal.Signals:
+        """The first signal caught (at once if one already came)."""
+        assert self._received is not None, "enter the catcher first"
+        return await self._received
+
+
 async def wait_for_signal(signals: Sequence[signal.Signals] = (signal.SIGINT, signal.SIGTERM)) -> signal.Signals:
     """Wait until one of ``signals`` arrives and return it."""
-    loop = asyncio.get_running_loop()
-    received: asyncio.Future[signal.Signals] = loop.create_future()
-
-    def on_signal(sig: signal.Signals) -> None:
-        if not received.done():
-            received.set_result(sig)
-
-    for sig in signals:
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        return await received
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
+    with SignalCatcher(signals) as catcher:
+        return await catcher.wait()
 
 
 class Part(Protocol):
@@ -51,11 +69,12 @@ async def serve(bus: Bus, services: Sequence[Part]) -> None:
     and close ``bus``."""
     started: list[Part] = []
     try:
-        for service in services:
-            await service.start()
-            started.append(service)
-        log.info("ready: %d service(s) running; stop with Ctrl-C or SIGTERM", len(services))
-        sig = await wait_for_signal()
+        with SignalCatcher() as signals:
+            for service in services:
+                await service.start()
+                started.append(service)
+            log.info("ready: %d service(s) running; stop with Ctrl-C or SIGTERM", len(services))
+            sig = await signals.wait()
         log.info("received %s, shutting down", sig.name)
     finally:
         for service in reversed(started):

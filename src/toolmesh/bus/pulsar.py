@@ -31,10 +31,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, string_properties
@@ -51,6 +52,12 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
 log = logging.getLogger("toolmesh.bus.pulsar")
 
+
+#: whether this process has opened a Pulsar client (see :func:`exit_process`)
+opened_clients = 0
+
+#: seconds a close waits for the client's answer before it gives up on it
+CLOSE_TIMEOUT = 5.0
 
 #: seconds before a requeued message is handed to a handler again
 REDELIVERY_DELAY = 0.1
@@ -163,10 +170,13 @@ class PulsarSubscription:
         while self._inflight:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
         try:
-            await self._consumer.close()
-        except PulsarException:
+            await asyncio.wait_for(self._consumer.close(), CLOSE_TIMEOUT)
+        except (PulsarException, TimeoutError):
             pass
-        # Closing the consumer fails its pending receive, which ends the loop.
+        # Closing the consumer fails its pending receive, which ends the loop; should the
+        # client never call back (a broker gone for good), cancelling loses nothing now.
+        await asyncio.wait([self._loop], timeout=CLOSE_TIMEOUT)
+        self._loop.cancel()
         await asyncio.gather(self._loop, return_exceptions=True)
 
 
@@ -199,6 +209,8 @@ class PulsarBus:
                             connection_timeout_ms=int(connect_timeout * 1000))
         except (ValueError, PulsarException) as e:
             raise BusError(f"invalid Pulsar URL {mask_url(url)}: {_pulsar_error(e)}") from None
+        global opened_clients
+        opened_clients += 1
         bus = cls(url, client, publish_timeout=publish_timeout, options=options)
         try:
             # A lookup is the cheapest request that proves a broker answers.
@@ -317,13 +329,13 @@ class PulsarBus:
         for future in self._producers.values():
             if future.done() and not future.cancelled() and future.exception() is None:
                 try:
-                    await future.result().close()
-                except PulsarException:
+                    await asyncio.wait_for(future.result().close(), CLOSE_TIMEOUT)
+                except (PulsarException, TimeoutError):
                     pass
         self._producers.clear()
         try:
-            await self._client.close()
-        except PulsarException:
+            await asyncio.wait_for(self._client.close(), CLOSE_TIMEOUT)
+        except (PulsarException, TimeoutError):
             pass
 
 
@@ -356,3 +368,20 @@ def _split_url(url: str) -> tuple[str, UrlOptions]:
         if values[name] < 0 or (name == "receiver_queue_size" and values[name] < 1):
             raise BusError(f"{name} in {mask_url(url)} is out of range: {text}")
     return urlunsplit(parts._replace(query="")), UrlOptions(**values)
+
+
+def exit_process(code: int) -> NoReturn:
+    """End a process that used Pulsar, skipping the interpreter's teardown.
+
+    pulsar-client's C++ threads can still be finishing a closed client when Python tears
+    itself down, and then the process dies of SIGSEGV or SIGABRT after a clean shutdown
+    (apache/pulsar-client-python#256 and relatives). Every bus has been closed by now, so
+    nothing is lost by leaving straight away.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from toolmesh.cli import agent_cmd, config_cmd, demo, mcp_cmd, run_service, serve
 from toolmesh.cli import tool_service_cmd
@@ -41,5 +42,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run() -> NoReturn:
+    """The console script: :func:`main`, then exit with its status."""
+    code = main()
+    pulsar = sys.modules.get("toolmesh.bus.pulsar")
+    if pulsar is not None and pulsar.opened_clients:
+        pulsar.exit_process(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
