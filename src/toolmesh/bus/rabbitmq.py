@@ -162,7 +162,20 @@ class RabbitMQBus:
             channel = await connection.channel(publisher_confirms=True)
         except (OSError, aiormq.exceptions.AMQPError) as e:
             raise BusError(f"cannot connect to RabbitMQ at {mask_url(url)}: {e}") from None
-        return cls(url, connection, channel, publish_timeout=publish_timeout)
+        bus = cls(url, connection, channel, publish_timeout=publish_timeout)
+        # Operators (and the cross-process tests) learn from the log that traffic flows again.
+        connection.close_callbacks.add(bus._on_connection_lost)
+        connection.reconnect_callbacks.add(bus._on_reconnected)
+        return bus
+
+    def _on_connection_lost(self, _sender: Any, error: BaseException | None = None) -> None:
+        if not self.closed:
+            log.warning("lost the connection to RabbitMQ at %s (%s); reconnecting",
+                        mask_url(self.url), error)
+
+    def _on_reconnected(self, _sender: Any) -> None:
+        # Called once the channels, queues and consumers are restored.
+        log.info("reconnected to RabbitMQ at %s", mask_url(self.url))
 
     @property
     def connection_name(self) -> str:

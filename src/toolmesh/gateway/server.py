@@ -42,6 +42,8 @@ class GatewayOptions:
     token: str | None = None
     max_body: int = DEFAULT_MAX_BODY
     timeout: float = 600.0
+    #: seconds requests in flight may take to finish when the gateway stops
+    shutdown_timeout: float = 5.0
     extra_endpoints: tuple[Endpoint, ...] = field(default=())
 
 
@@ -87,7 +89,10 @@ class Gateway:
     async def start(self) -> None:
         for endpoint in self.endpoints.values():
             await endpoint.start()
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        # On stop, requests still waiting (a long dialog, a call whose service is gone) get
+        # a few seconds, then are cancelled; aiohttp's default would hold the exit for 60 s.
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False,
+                                     shutdown_timeout=self.options.shutdown_timeout)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port)
         try:
