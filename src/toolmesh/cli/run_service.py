@@ -5,38 +5,59 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 from typing import Any
 
-from toolmesh.bus import connect
+from toolmesh.bus import DEFAULT_CONCURRENCY, Bus, connect
+from toolmesh.cli import options
 from toolmesh.errors import ToolmeshError
 from toolmesh.runtime import configure_logging, serve
 from toolmesh.tools.service import DynamicToolService
+from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.run-service")
 
-#: built-in services: name -> (MODULE:CLASS, default topic)
+#: built-in services: name -> (MODULE:CLASS, default topic, default id)
 BUILTIN = {
-    "joke": ("toolmesh.tools.services.joke:JokeService", "joke"),
-    "joke-streaming": ("toolmesh.tools.services.joke:StreamingJokeService", "joke"),
+    "joke": ("toolmesh.tools.services.joke:JokeService", "joke", "joke-service"),
+    "joke-streaming": ("toolmesh.tools.services.joke:StreamingJokeService", "joke", "joke-service"),
 }
 
 
 def add_parser(commands: Any) -> None:
     p = commands.add_parser(
         "run-service", help="run a tool service (MODULE:CLASS or a built-in) until SIGINT/SIGTERM",
-        description="Run a DynamicToolService subclass on the bus. Built-ins: "
-                    + ", ".join(BUILTIN))
+        description="Run a DynamicToolService subclass on the bus (the same as 'toolmesh run "
+                    "SERVICE'). Built-ins: " + ", ".join(BUILTIN))
     p.add_argument("service", help="MODULE:CLASS, or a built-in name (joke)")
-    p.add_argument("--topic", help="short topic: queues non-persistent://tg/request/TOPIC "
-                                   "and .../response/TOPIC")
-    p.add_argument("--request-queue", help="explicit request queue (instead of --topic)")
-    p.add_argument("--response-queue", help="explicit response queue (instead of --topic)")
-    p.add_argument("--id", help="service id; replicas with the same id share the work")
-    p.add_argument("--bus", default="memory://", help="bus URL (default: %(default)s)")
-    p.add_argument("--concurrency", type=int, default=64,
-                   help="requests handled at once (default: %(default)s)")
-    p.add_argument("--log-level", default="INFO")
+    add_service_options(p)
+    options.add_bus(p)
+    options.add_log_level(p)
     p.set_defaults(run=run)
+
+
+def add_service_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a tool service process (flags with environment defaults)."""
+    env = os.environ.get
+    parser.add_argument("--topic", default=env("TOOLMESH_SERVICE_TOPIC"),
+                        help="short topic: queues non-persistent://tg/request/TOPIC and "
+                             ".../response/TOPIC (env TOOLMESH_SERVICE_TOPIC; built-ins have one)")
+    parser.add_argument("--request-queue", default=env("TOOLMESH_SERVICE_REQUEST_QUEUE"),
+                        help="explicit request queue instead of --topic")
+    parser.add_argument("--response-queue", default=env("TOOLMESH_SERVICE_RESPONSE_QUEUE"),
+                        help="explicit response queue instead of --topic")
+    parser.add_argument("--id", default=env("TOOLMESH_SERVICE_ID"),
+                        help="service id; replicas with the same id share the work "
+                             "(env TOOLMESH_SERVICE_ID; default: the class's)")
+    parser.add_argument("--concurrency", type=int,
+                        default=int(env("TOOLMESH_SERVICE_CONCURRENCY", str(DEFAULT_CONCURRENCY))),
+                        help="requests one process handles at once "
+                             "(env TOOLMESH_SERVICE_CONCURRENCY; default: %(default)s)")
+
+
+def is_tool_service(spec: str) -> bool:
+    """Whether ``spec`` names a tool service (a built-in or MODULE:CLASS)."""
+    return spec in BUILTIN or ":" in spec
 
 
 def load_service_class(spec: str) -> type[DynamicToolService]:
@@ -56,24 +77,41 @@ def load_service_class(spec: str) -> type[DynamicToolService]:
     return cls
 
 
-async def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level)
-    cls = load_service_class(args.service)
-    topic = args.topic
-    if topic is None and args.request_queue is None and args.response_queue is None:
-        topic = BUILTIN[args.service][1] if args.service in BUILTIN else None
+def build_tool_service(bus: Bus, spec: str, args: argparse.Namespace) -> DynamicToolService:
+    """The tool service ``spec`` names, on ``bus``, configured by ``args``."""
+    cls = load_service_class(spec)
+    topic, service_id = args.topic, args.id
+    if spec in BUILTIN:
+        # The same id as `toolmesh serve` uses, so every joke process shares one subscription.
+        service_id = service_id or BUILTIN[spec][2]
+        if topic is None and args.request_queue is None and args.response_queue is None:
+            topic = BUILTIN[spec][1]
     if topic is None and (args.request_queue is None or args.response_queue is None):
         raise ToolmeshError("give --topic, or both --request-queue and --response-queue",
                             type="usage-error")
-    bus = await connect(args.bus)
+    if args.concurrency < 1:
+        raise ToolmeshError(f"--concurrency must be at least 1, not {args.concurrency}",
+                            type="usage-error")
     try:
         service = cls(bus, topic=topic, request_queue=args.request_queue,
-                      response_queue=args.response_queue, id=args.id,
+                      response_queue=args.response_queue, id=service_id,
                       concurrency=args.concurrency)
     except (TypeError, ValueError) as e:
-        await bus.close()
         raise ToolmeshError(f"cannot construct {cls.__name__}: {e}", type="usage-error") from None
-    log.info("%s on %s: %s -> %s", cls.__name__, args.bus.split("@")[-1],
-             service.request_queue.pulsar, service.response_queue.pulsar)
+    log.info("%s (id %s): %s -> %s, %d at once", cls.__name__, service.id,
+             service.request_queue.pulsar, service.response_queue.pulsar, args.concurrency)
+    return service
+
+
+async def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    load_service_class(args.service)  # a bad name fails before connecting
+    bus = await connect(args.bus)
+    try:
+        service = build_tool_service(bus, args.service, args)
+    except ToolmeshError:
+        await bus.close()
+        raise
+    log.info("bus: %s", mask_url(args.bus))
     await serve(bus, [service])
     return 0

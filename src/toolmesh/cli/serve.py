@@ -8,9 +8,9 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
-from toolmesh.bus import connect
+from toolmesh.bus import DEFAULT_CONCURRENCY, connect
 from toolmesh.bus.base import Bus
-from toolmesh.cli import options
+from toolmesh.cli import options, run_service
 from toolmesh.errors import ToolmeshError
 from toolmesh.runtime import Part, configure_logging, serve
 from toolmesh.urls import mask_url
@@ -41,9 +41,16 @@ def add_parsers(commands: Any) -> None:
     options.add_log_level(p)
     p.set_defaults(run=run_serve)
 
-    r = commands.add_parser("run", help="run one part alone against a shared bus",
-                            description="Run one part of toolmesh as its own process.")
-    r.add_argument("part", choices=PARTS)
+    r = commands.add_parser(
+        "run", help="run one part alone against a shared bus",
+        description="Run one part of toolmesh as its own process: one of "
+                    f"{', '.join(PARTS)}, a built-in tool service "
+                    f"({', '.join(run_service.BUILTIN)}) or any tool service as MODULE:CLASS. "
+                    "Run as many as you like of each against one broker; replicas of a "
+                    "service share its work.")
+    r.add_argument("part", metavar="PART",
+                   help=f"{'|'.join(PARTS)}|{'|'.join(run_service.BUILTIN)}|MODULE:CLASS")
+    run_service.add_service_options(r)
     options.add_bus(r)
     options.add_config_store(r)
     options.add_gateway(r)
@@ -75,6 +82,12 @@ def llm_provider(args: argparse.Namespace) -> LLMProvider:
     return demo_llm()
 
 
+def unknown_part(part: str) -> ToolmeshError:
+    return ToolmeshError(f"unknown part {part!r}; parts: {', '.join(PARTS)}, a built-in tool "
+                         f"service ({', '.join(run_service.BUILTIN)}) or MODULE:CLASS",
+                         type="usage-error")
+
+
 async def build(part: str, bus: Bus, args: argparse.Namespace,
                 stores: list[Any], closers: list[Any]) -> Part:
     """One part, ready to start."""
@@ -91,10 +104,12 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         from toolmesh.gateway import Gateway
 
         return Gateway(bus, gateway_options(args))
-    if part == "joke":
-        from toolmesh.tools.services.joke import JokeService
-
-        return JokeService(bus, topic="joke", id="joke-service")
+    if run_service.is_tool_service(part):
+        if not hasattr(args, "concurrency"):  # `serve` has no tool-service options
+            args = argparse.Namespace(**vars(args), topic=None, request_queue=None,
+                                      response_queue=None, id=None,
+                                      concurrency=DEFAULT_CONCURRENCY)
+        return run_service.build_tool_service(bus, part, args)
     if part == "text-completion":
         from toolmesh.llm.service import TextCompletionService
 
@@ -115,7 +130,7 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
 
         return AgentService(bus, options=AgentOptions(max_iterations=args.max_iterations,
                                                       tool_timeout=args.tool_timeout))
-    raise ToolmeshError(f"unknown part {part!r}; parts: {', '.join(PARTS)}", type="usage-error")
+    raise unknown_part(part)
 
 
 async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
@@ -140,4 +155,9 @@ async def run_serve(args: argparse.Namespace) -> int:
 
 
 async def run_part(args: argparse.Namespace) -> int:
-    return await run_parts((args.part,), args)
+    part = args.part
+    if part not in PARTS and not run_service.is_tool_service(part):
+        raise unknown_part(part)
+    if run_service.is_tool_service(part):
+        run_service.load_service_class(part)  # a bad name fails before connecting
+    return await run_parts((part,), args)
