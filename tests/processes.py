@@ -16,11 +16,12 @@ def env() -> dict[str, str]:
         [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
-async def start_toolmesh(*args: str, ready: str = "ready:", timeout: float = 30
+async def start_toolmesh(*args: str, ready: str = "ready:", timeout: float = 30,
+                         extra_env: dict[str, str] | None = None
                          ) -> tuple[asyncio.subprocess.Process, list[str]]:
     """Run ``python -m toolmesh.cli.main ARGS``; return once stderr shows ``ready``."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", *args, env=env(),
+        sys.executable, "-m", "toolmesh.cli.main", *args, env={**env(), **(extra_env or {})},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     lines: list[str] = []
     assert proc.stderr is not None

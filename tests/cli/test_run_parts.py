@@ -63,3 +63,32 @@ async def test_config_and_gateway_as_separate_processes(rabbitmq: Backend) -> No
         await connection.execute(f'drop schema if exists "{schema}" cascade')
         await connection.close()
     assert codes == [0] * len(procs)
+
+
+async def test_a_tool_service_process_takes_its_settings_from_the_environment(
+        rabbitmq: Backend) -> None:
+    topic = rabbitmq.topic("env")
+    proc, lines = await start_toolmesh(
+        "run", "tests.tools.sample_services:Inventory", extra_env={
+            "TOOLMESH_BUS": rabbitmq.url, "TOOLMESH_SERVICE_TOPIC": topic,
+            "TOOLMESH_SERVICE_ID": "inventory-env", "TOOLMESH_SERVICE_CONCURRENCY": "3"})
+    try:
+        assert any(f"non-persistent://tg/request/{topic}" in line and "3 at once" in line
+                   and "inventory-env" in line for line in lines), lines
+        request_queue, response_queue = topic_queues(topic)
+        async with ToolServiceClient(await rabbitmq.connect(), request_queue=request_queue,
+                                     response_queue=response_queue) as client:
+            result = await client.call(user="ops", arguments={"n": 1}, timeout=20)
+        assert '"arguments": {"n": 1}' in result or '"arguments":{"n":1}' in result, result
+    finally:
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+
+
+async def test_run_refuses_an_unknown_part_in_one_line() -> None:
+    code, out, err = await run_toolmesh("run", "nonsense")
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        "toolmesh: error: unknown part 'nonsense'; parts: config, text-completion, prompt, "
+        "mcp-tool, agent, joke, gateway, a built-in tool service (joke, joke-streaming) or "
+        "MODULE:CLASS"]
