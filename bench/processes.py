@@ -1,0 +1,186 @@
+"""Child processes for the benchmarks: toolmesh parts as real processes, and a RabbitMQ vhost.
+
+* :class:`Child` runs ``python -m toolmesh.cli.main ARGS``, waits for its ``ready:`` line
+  (never a sleep), keeps draining its output for its whole life so it never blocks on a full
+  pipe, and stops it with SIGTERM (SIGKILL only if it does not exit in time).
+* :class:`Children` starts batches of them in parallel and stops them all (last batch first)
+  when its ``async with`` block ends — normally, on an exception, or on cancellation (Ctrl-C).
+* :func:`rabbit_vhost` creates a private vhost and deletes it again, also on failure.
+
+The bench's own copy of ``tests/processes.py``'s idea; it imports nothing from ``tests/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: output lines worth reporting after a run
+NOTABLE = re.compile(r"\b(WARNING|ERROR|CRITICAL|Traceback)\b")
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child: the repo root importable (for ``bench.services:...``)."""
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # faulthandler: a crash (say, in a C extension at shutdown) leaves a Python traceback
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
+
+
+class Child:
+    """One ``toolmesh`` process (see the module docstring)."""
+
+    def __init__(self, name: str, args: Sequence[str]) -> None:
+        self.name = name
+        self.args = list(args)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.notable: list[str] = []
+        self.returncode: int | None = None
+        self._ready = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def start(self, timeout: float = 60) -> None:
+        """Start the process; return once it has logged ``ready:``."""
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "toolmesh.cli.main", *self.args, env=child_env(), cwd=ROOT,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT)
+        self._pump = asyncio.create_task(self._drain(), name=f"drain {self.name}")
+        ready = asyncio.create_task(self._ready.wait())
+        try:
+            await asyncio.wait({ready, self._pump}, timeout=timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if not self._ready.is_set():
+            why = "exited" if self._pump.done() else f"was not ready after {timeout:g} s"
+            raise RuntimeError(f"{self.name} {why} before it was ready; its last output:\n  "
+                               + "\n  ".join(self.tail))
+
+    async def _drain(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        while raw := await self.proc.stdout.readline():
+            line = raw.decode(errors="replace").rstrip()
+            self.tail.append(line)
+            if "ready:" in line:
+                self._ready.set()
+            elif NOTABLE.search(line) and len(self.notable) < 20:
+                self.notable.append(line)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    async def stop(self, timeout: float = 15) -> None:
+        """SIGTERM, wait (SIGKILL after ``timeout``), and finish draining its output."""
+        proc = self.proc
+        if proc is None or self._stopping:
+            return
+        self._stopping = True
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except asyncio.TimeoutError:
+                self.notable.append(f"did not exit {timeout:g} s after SIGTERM; killed")
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        self.returncode = proc.returncode
+        if self._pump is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._pump, 5)
+
+    def stop_now(self) -> None:
+        """Synchronous last resort (stopping was interrupted): send SIGTERM, do not wait."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+
+
+class Children:
+    """Batches of :class:`Child`, stopped last batch first at the end of ``async with``."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[Child]] = []
+        self.all: list[Child] = []
+
+    async def start(self, *children: Child, timeout: float = 60) -> list[Child]:
+        """Start ``children`` in parallel; return once every one of them is ready."""
+        batch = list(children)
+        self.batches.append(batch)
+        self.all.extend(batch)
+        results = await asyncio.gather(*(c.start(timeout) for c in batch),
+                                       return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+        return batch
+
+    async def stop(self) -> None:
+        """Stop every child, last batch first (each batch in parallel)."""
+        while self.batches:
+            batch = self.batches.pop()
+            # shielded: a second Ctrl-C must not leave processes behind
+            await asyncio.shield(asyncio.gather(*(c.stop() for c in batch),
+                                                return_exceptions=True))
+
+    async def __aenter__(self) -> Children:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            await self.stop()
+        except BaseException:
+            for child in self.all:
+                child.stop_now()
+            raise
+
+
+def _rabbitmqctl(*args: str) -> None:
+    tool = shutil.which("rabbitmqctl") or "rabbitmqctl"
+    done = subprocess.run([tool, *args], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: "
+                           f"{(done.stderr or done.stdout).strip()}")
+
+
+def vhost_url(base: str, vhost: str) -> str:
+    """``base`` (an ``amqp://`` URL) pointing at ``vhost``."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
+
+
+@contextlib.asynccontextmanager
+async def rabbit_vhost(base: str, vhost: str, user: str = "guest") -> AsyncIterator[str]:
+    """A fresh RabbitMQ vhost with full permissions for ``user``; its URL. Deleted at exit,
+    also after an error or a cancellation."""
+    # rabbitmqctl runs synchronously (about 0.4 s): a cancellation (Ctrl-C, SIGTERM) cannot
+    # land between creating the vhost and entering the `try` that deletes it
+    try:
+        _rabbitmqctl("add_vhost", vhost)
+        _rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+        yield vhost_url(base, vhost)
+    finally:
+        try:
+            _rabbitmqctl("delete_vhost", vhost)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            if "not_found" not in str(e) and "does not exist" not in str(e):
+                print(f"warning: could not delete the RabbitMQ vhost {vhost!r}: {e}",
+                      file=sys.stderr)
