@@ -219,7 +219,12 @@ class PulsarBus:
                 connect_timeout)
         except (asyncio.TimeoutError, PulsarException) as e:
             await bus.close()
-            detail = "no answer" if isinstance(e, asyncio.TimeoutError) else _pulsar_error(e)
+            if isinstance(e, asyncio.TimeoutError):
+                detail = f"no answer within {connect_timeout:g} s"
+            else:
+                # A broker that answers but refuses the lookup usually lacks the namespaces.
+                detail = (f"{_pulsar_error(e)} (do the tenant 'tg' and the namespaces "
+                          "tg/request, tg/response, tg/notify, tg/flow exist?)")
             raise BusError(f"cannot connect to Pulsar at {mask_url(url)}: {detail}") from None
         if options.consumer_id_offset:
             await bus._skip_consumer_ids(options.consumer_id_offset)
