@@ -16,7 +16,8 @@ from typing import Any
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, string_properties
 from toolmesh.bus.delivery import run_handler
-from toolmesh.bus.queue_id import QueueId, parse_queue_id
+from toolmesh.bus.lifecycle import BusLifecycle
+from toolmesh.bus.queue_id import QueueId
 from toolmesh.errors import BusError
 
 
@@ -148,19 +149,17 @@ class MemorySubscription:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
 
-class MemoryBus:
+class MemoryBus(BusLifecycle["MemorySubscription"]):
     """A connection to an in-process broker (see the module docstring)."""
 
     def __init__(self, url: str = "memory://") -> None:
+        super().__init__()
         self.url = url
         name = url.removeprefix("memory://")
         self._broker = _brokers.setdefault(name, MemoryBroker())
-        self._subscriptions: set[MemorySubscription] = set()
-        self.closed = False
 
     async def producer(self, queue: str | QueueId) -> MemoryProducer:
-        q = parse_queue_id(queue)
-        self._check_open(q)
+        q = self._open_queue(queue)
         return MemoryProducer(self, q, self._broker.exchange(q))
 
     async def subscribe(
@@ -171,10 +170,7 @@ class MemoryBus:
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
     ) -> MemorySubscription:
-        q = parse_queue_id(queue)
-        self._check_open(q)
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        q = self._subscribable(queue, concurrency)
         exchange = self._broker.exchange(q)
         if q.shared:
             source = exchange.shared.get(subscription)
@@ -193,14 +189,8 @@ class MemoryBus:
         self._subscriptions.add(sub)
         return sub
 
-    def _check_open(self, queue: QueueId) -> None:
-        if self.closed:
-            raise BusError(f"cannot use {queue}: the bus is closed")
-
     async def close(self) -> None:
-        self.closed = True
-        for sub in list(self._subscriptions):
-            await sub.close()
+        await self._begin_close()
 
 
 def new_memory_url() -> str:

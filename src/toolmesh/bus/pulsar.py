@@ -40,7 +40,8 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, string_properties
 from toolmesh.bus.delivery import run_handler
-from toolmesh.bus.queue_id import QueueId, parse_queue_id
+from toolmesh.bus.lifecycle import BusLifecycle
+from toolmesh.bus.queue_id import QueueId
 from toolmesh.errors import BusError
 from toolmesh.urls import mask_url
 
@@ -180,7 +181,7 @@ class PulsarSubscription:
         await asyncio.gather(self._loop, return_exceptions=True)
 
 
-class PulsarBus:
+class PulsarBus(BusLifecycle[PulsarSubscription]):
     """A pulsar-client connection (see the module docstring)."""
 
     def __init__(self, url: str, client: Client, *, publish_timeout: float,
@@ -191,8 +192,7 @@ class PulsarBus:
         self._receiver_queue_size = options.receiver_queue_size
         self._producers: dict[QueueId, asyncio.Future[Producer]] = {}
         self._non_persistent_slots = asyncio.Semaphore(MAX_NON_PERSISTENT_IN_FLIGHT)
-        self._subscriptions: set[PulsarSubscription] = set()
-        self.closed = False
+        super().__init__()
 
     @classmethod
     async def connect(cls, url: str, *, publish_timeout: float = 30.0,
@@ -271,8 +271,7 @@ class PulsarBus:
                            f"{_pulsar_error(e)}") from None
 
     async def producer(self, queue: str | QueueId) -> PulsarProducer:
-        q = parse_queue_id(queue)
-        self._check_open(q)
+        q = self._open_queue(queue)
         await self._producer(q)
         return PulsarProducer(self, q)
 
@@ -298,10 +297,7 @@ class PulsarBus:
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
     ) -> PulsarSubscription:
-        q = parse_queue_id(queue)
-        self._check_open(q)
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        q = self._subscribable(queue, concurrency)
         if q.shared:
             name, kind = subscription, pulsar.ConsumerType.Shared
         else:
@@ -320,17 +316,9 @@ class PulsarBus:
         self._subscriptions.add(sub)
         return sub
 
-    def _check_open(self, queue: QueueId) -> None:
-        if self.closed:
-            raise BusError(f"cannot use {queue}: the bus is closed")
-
     async def close(self) -> None:
-        if self.closed:
+        if not await self._begin_close():
             return
-        self.closed = True
-        for sub in list(self._subscriptions):
-            await sub.close()
-        self._subscriptions.clear()
         for future in self._producers.values():
             if future.done() and not future.cancelled() and future.exception() is None:
                 try:

@@ -36,7 +36,8 @@ from aio_pika.abc import (
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, string_properties
 from toolmesh.bus.delivery import run_handler
-from toolmesh.bus.queue_id import QueueId, parse_queue_id
+from toolmesh.bus.lifecycle import BusLifecycle
+from toolmesh.bus.queue_id import QueueId
 from toolmesh.errors import BusError
 from toolmesh.urls import mask_url
 
@@ -135,7 +136,7 @@ class RabbitMQSubscription:
             pass
 
 
-class RabbitMQBus:
+class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
     """A robust connection to RabbitMQ (see the module docstring)."""
 
     def __init__(self, url: str, connection: AbstractRobustConnection,
@@ -146,8 +147,7 @@ class RabbitMQBus:
         self._publish_timeout = publish_timeout
         self._exchanges: dict[QueueId, AbstractRobustExchange] = {}
         self._exchange_lock = asyncio.Lock()
-        self._subscriptions: set[RabbitMQSubscription] = set()
-        self.closed = False
+        super().__init__()
 
     @classmethod
     async def connect(cls, url: str, *, reconnect_interval: float = 1.0,
@@ -197,8 +197,7 @@ class RabbitMQBus:
         return ex
 
     async def producer(self, queue: str | QueueId) -> RabbitMQProducer:
-        q = parse_queue_id(queue)
-        self._check_open(q)
+        q = self._open_queue(queue)
         await self._retrying(q, lambda: self._exchange(q))
         return RabbitMQProducer(self, q)
 
@@ -243,10 +242,7 @@ class RabbitMQBus:
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
     ) -> RabbitMQSubscription:
-        q = parse_queue_id(queue)
-        self._check_open(q)
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        q = self._subscribable(queue, concurrency)
         try:
             channel = await self._connection.channel(publisher_confirms=False)
             await channel.set_qos(prefetch_count=concurrency)
@@ -268,17 +264,9 @@ class RabbitMQBus:
         self._subscriptions.add(sub)
         return sub
 
-    def _check_open(self, queue: QueueId) -> None:
-        if self.closed:
-            raise BusError(f"cannot use {queue}: the bus is closed")
-
     async def close(self) -> None:
-        if self.closed:
+        if not await self._begin_close():
             return
-        self.closed = True
-        for sub in list(self._subscriptions):
-            await sub.close()
-        self._subscriptions.clear()
         try:
             await self._connection.close()
         except _CONNECTION_ERRORS:
