@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Backend
-from tests.gateway.test_tool_service_route import descriptor, joke
+from tests.gateway.test_tool_service_route import descriptor, joke, private_config_service
 from tests.processes import ROOT, run_toolmesh
 from tests.servers import Served, toolmesh_serve
 from toolmesh.config.client import ConfigClient
-from toolmesh.config.service import ConfigService
-from toolmesh.config.store import open_store
 from toolmesh.gateway import Gateway, GatewayOptions
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
 from toolmesh.tools.services.joke import StreamingJokeService
@@ -86,13 +84,9 @@ async def test_failures_exit_non_zero_with_one_line(served: Served) -> None:
 async def test_stream_prints_a_streaming_service_piece_by_piece(
         backend: Backend, tmp_path: Path) -> None:
     t = backend.topic("tscli")
-    queues = {"request_queue": f"request:tg:{t}-config", "response_queue": f"response:tg:{t}-config"}
     bus = await backend.connect()
-    store = await open_store(str(tmp_path / "config.db"))
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(store.close)
-        await stack.enter_async_context(ConfigService(bus, store, **queues,
-                                                      push_queue=f"notify:tg:{t}-config"))
+        queues = await private_config_service(stack, bus, tmp_path, t)
         await stack.enter_async_context(StreamingJokeService(bus, topic=f"{t}-stream"))
         async with ConfigClient(bus, timeout=10, **queues) as config:
             await config.put({("tool-service", "streaming-joke"):

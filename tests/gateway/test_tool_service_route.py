@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 
 from tests.conftest import Backend
+from toolmesh.bus import Bus
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import ConfigService
 from toolmesh.config.store import open_store
@@ -47,19 +48,28 @@ class Route:
             return await r.json()
 
 
+async def private_config_service(stack: AsyncExitStack, bus: Bus, tmp_path: Path,
+                                 topic: str) -> dict[str, str]:
+    """A config service of the test's own (SQLite in ``tmp_path``, queues named after
+    ``topic``), running until ``stack`` closes; the queues a client needs."""
+    queues = {"request_queue": f"request:tg:{topic}-config",
+              "response_queue": f"response:tg:{topic}-config"}
+    store = await open_store(str(tmp_path / "config.db"))
+    stack.push_async_callback(store.close)
+    await stack.enter_async_context(ConfigService(bus, store, **queues,
+                                                  push_queue=f"notify:tg:{topic}-config"))
+    return queues
+
+
 @pytest.fixture
 async def route(backend: Backend, tmp_path: Path) -> AsyncIterator[Route]:
     """A gateway whose tool-service route reads descriptors from a private config service:
     ``joke-service`` and ``streaming-joke`` are served, ``silent`` (nobody consumes its
     queue) and ``strict`` (a required config-param) are only configured."""
     t = backend.topic("tsr")
-    queues = {"request_queue": f"request:tg:{t}-config", "response_queue": f"response:tg:{t}-config"}
     bus = await backend.connect()
-    store = await open_store(str(tmp_path / "config.db"))
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(store.close)
-        await stack.enter_async_context(ConfigService(bus, store, **queues,
-                                                      push_queue=f"notify:tg:{t}-config"))
+        queues = await private_config_service(stack, bus, tmp_path, t)
         await stack.enter_async_context(JokeService(await backend.connect(), topic=f"{t}-joke"))
         await stack.enter_async_context(
             StreamingJokeService(await backend.connect(), topic=f"{t}-stream"))
