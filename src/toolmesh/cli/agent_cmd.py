@@ -4,11 +4,11 @@ answer as it streams (thoughts and observations too with ``-v``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from toolmesh.cli.http import CliError, default_token, default_url
+from toolmesh.cli.socket import frames, gateway_socket
 
 
 def add_parser(commands: Any) -> None:
@@ -25,15 +25,6 @@ def add_parser(commands: Any) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="show thoughts and observations")
     p.add_argument("--timeout", type=float, default=600.0)
     p.set_defaults(run=run)
-
-
-def socket_url(url: str) -> str:
-    base = url.rstrip("/") + "/"
-    if base.startswith("https://"):
-        return "wss://" + base[len("https://"):] + "api/v1/socket"
-    if base.startswith("http://"):
-        return "ws://" + base[len("http://"):] + "api/v1/socket"
-    raise CliError(f"the gateway URL must start with http:// or https://, not {url!r}")
 
 
 class Printer:
@@ -62,8 +53,6 @@ class Printer:
 
 
 async def run(args: argparse.Namespace) -> int:
-    import aiohttp  # here, not at the top: every toolmesh command imports this module
-
     token = args.token if args.token is not None else default_token()
     request: dict[str, Any] = {"question": args.question, "streaming": not args.no_streaming}
     if args.group:
@@ -72,21 +61,12 @@ async def run(args: argparse.Namespace) -> int:
         request["state"] = args.state
     if args.user:
         request["user"] = args.user
-    url = socket_url(args.url or default_url())
     printer = Printer(args.verbose)
     try:
-        async with aiohttp.ClientSession() as session, session.ws_connect(url, heartbeat=30) as ws:
-            await ws.send_json({"type": "auth", "token": token or ""})
-            auth = json.loads(await ws.receive_str(timeout=30))
-            if auth.get("type") != "auth-ok":
-                raise CliError(f"the gateway refused the token: {auth.get('error', auth)}")
+        async with gateway_socket(args.url or default_url(), token) as ws:
             await ws.send_json({"id": "q1", "service": "agent", "flow": args.flow,
                                 "request": request})
-            while True:
-                raw = await ws.receive(timeout=args.timeout)
-                if raw.type != aiohttp.WSMsgType.TEXT:
-                    raise CliError("the gateway closed the connection before the answer ended")
-                frame = json.loads(raw.data)
+            async for frame in frames(ws, timeout=args.timeout):
                 response = frame.get("response") or {}
                 error = frame.get("error") or response.get("error")
                 if error:
@@ -94,8 +74,6 @@ async def run(args: argparse.Namespace) -> int:
                 printer.show(response)
                 if frame.get("complete") or response.get("end_of_dialog"):
                     break
-    except aiohttp.ClientError as e:
-        raise CliError(f"cannot reach the gateway at {url}: {e}") from None
     except TimeoutError:
         raise CliError(f"no answer from the agent within {args.timeout:g} s") from None
     printer.done()

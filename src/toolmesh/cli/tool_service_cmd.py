@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from typing import Any
 
 from toolmesh.cli import config_cmd
-from toolmesh.cli.agent_cmd import socket_url
 from toolmesh.cli.http import CliError, GatewayClient, default_token, default_url
+from toolmesh.cli.socket import frames, gateway_socket
 
 #: how much longer the CLI waits than the deadline it gives the gateway, so the gateway's
 #: "timed out" answer arrives before the CLI gives up on its own
@@ -111,26 +110,15 @@ def invoke(args: argparse.Namespace, request: dict[str, Any]) -> str:
 
 async def stream(args: argparse.Namespace, request: dict[str, Any]) -> None:
     """Print each piece as the WebSocket delivers it."""
-    import aiohttp  # here, not at the top: every toolmesh command imports this module
-
     token = args.token if args.token is not None else default_token()
-    url = socket_url(args.url or default_url())
     wait = args.timeout + CLIENT_MARGIN
     printed = False
     try:
-        async with aiohttp.ClientSession() as session, session.ws_connect(url, heartbeat=30) as ws:
-            await ws.send_json({"type": "auth", "token": token or ""})
-            auth = json.loads(await ws.receive_str(timeout=30))
-            if auth.get("type") != "auth-ok":
-                raise CliError(f"the gateway refused the token: {auth.get('error', auth)}")
+        async with gateway_socket(args.url or default_url(), token) as ws:
             await ws.send_json({"id": "call-1", "workspace": args.workspace,
                                 "service": "tool-service", "flow": args.flow,
                                 "request": request})
-            while True:
-                raw = await ws.receive(timeout=wait)
-                if raw.type != aiohttp.WSMsgType.TEXT:
-                    raise CliError("the gateway closed the connection before the answer ended")
-                frame = json.loads(raw.data)
+            async for frame in frames(ws, timeout=wait):
                 response = frame.get("response") or {}
                 error = frame.get("error") or response.get("error")
                 if error:
@@ -141,8 +129,6 @@ async def stream(args: argparse.Namespace, request: dict[str, Any]) -> None:
                     printed = True
                 if frame.get("complete"):
                     break
-    except aiohttp.ClientError as e:
-        raise CliError(f"cannot reach the gateway at {url}: {e}") from None
     except TimeoutError:
         raise CliError(f"no answer from the gateway within {wait:g} s") from None
     finally:
