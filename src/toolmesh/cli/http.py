@@ -13,6 +13,7 @@ import urllib.request
 from typing import Any
 
 from toolmesh.errors import ToolmeshError
+from toolmesh.schema.json_object import json_object
 
 DEFAULT_URL = "http://localhost:8888/"
 
@@ -81,3 +82,11 @@ def _describe(error: Any) -> str:
     if isinstance(error, dict):
         return f"{error.get('type', 'error')}: {error.get('message', '')}"
     return str(error)
+
+
+def json_flag(text: str | None, flag: str) -> dict[str, Any]:
+    """A command-line flag holding one JSON object (``{}`` when not given)."""
+    try:
+        return json_object(text, name=flag)
+    except ValueError as e:
+        raise CliError(str(e)) from None

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from toolmesh.cli import config_cmd
-from toolmesh.cli.http import CliError, GatewayClient
+from toolmesh.cli.http import CliError, GatewayClient, json_flag
 from toolmesh.config.validation import MCP_TRANSPORTS
 from toolmesh.urls import mask_url
 
@@ -164,14 +164,7 @@ def exists(args: argparse.Namespace, type: str, key: str) -> bool:
 
 def parameters(args: argparse.Namespace) -> dict[str, Any]:
     """``-P`` (a JSON object) with any ``--param`` pairs added."""
-    params: dict[str, Any] = {}
-    if args.parameters:
-        try:
-            params = json.loads(args.parameters)
-        except json.JSONDecodeError as e:
-            raise CliError(f"-P is not valid JSON ({e})") from None
-        if not isinstance(params, dict):
-            raise CliError("-P must be a JSON object, e.g. '{\"city\": \"Paris\"}'")
+    params = json_flag(args.parameters, "-P")
     for pair in getattr(args, "param", None) or []:
         key, value = parse_pair(pair, "--param")
         params[key] = value

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from toolmesh.cli import config_cmd
-from toolmesh.cli.http import CliError, GatewayClient, default_token, default_url
+from toolmesh.cli.http import CliError, GatewayClient, default_token, default_url, json_flag
 from toolmesh.cli.socket import frames, gateway_socket
 
 #: how much longer the CLI waits than the deadline it gives the gateway, so the gateway's
@@ -50,19 +50,6 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
-    return value
-
-
-def json_flag(text: str | None, flag: str) -> dict[str, Any]:
-    """A flag holding one JSON object (``{}`` when not given)."""
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CliError(f"{flag} is not valid JSON ({e})") from None
-    if not isinstance(value, dict):
-        raise CliError(f"{flag} must be a JSON object, e.g. '{{\"topic\": \"food\"}}'")
     return value
 
 
