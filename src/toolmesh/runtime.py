@@ -10,14 +10,11 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from toolmesh.bus.base import Bus
+from toolmesh.logs import configure_logging
+
+__all__ = ["Part", "SignalCatcher", "configure_logging", "serve", "wait_for_signal"]
 
 log = logging.getLogger("toolmesh.runtime")
-
-
-def configure_logging(level: str = "INFO") -> None:
-    """Log to stderr, one line per record (called from ``main``, never at import)."""
-    logging.basicConfig(level=level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 class SignalCatcher:

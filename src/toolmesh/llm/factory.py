@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 
 from toolmesh.llm.base import LLMError, LLMProvider
+from toolmesh.logs import register_secret
 from toolmesh.llm.openai import DEFAULT_TIMEOUT, OpenAICompatible
 from toolmesh.llm.scripted import ScriptedLLM
 from toolmesh.urls import mask_url
@@ -38,6 +39,7 @@ def open_provider(spec: str, *, model: str | None = None, api_key: str | None = 
                            "or pass the model explicitly (e.g. gpt-4o-mini, or a name your "
                            "server serves)")
         key = api_key or next((env[name] for name in API_KEY_ENVS if env.get(name)), None)
+        register_secret(key)
         return OpenAICompatible(base_url=spec, model=model, api_key=key, timeout=timeout,
                                 temperature=temperature, max_tokens=max_tokens)
     if spec.startswith("scripted:"):

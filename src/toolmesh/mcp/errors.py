@@ -9,6 +9,7 @@ import httpx2
 from mcp.shared.exceptions import MCPError
 
 from toolmesh.errors import ToolmeshError
+from toolmesh.urls import mask_urls_in
 
 
 class McpError(ToolmeshError):
@@ -40,7 +41,12 @@ def never_reached_server(error: BaseException | None) -> bool:
 
 
 def describe(error: BaseException) -> str:
-    """A transport failure in one line (the first meaningful leaf of an exception group)."""
+    """A transport failure in one line (the first meaningful leaf of an exception group),
+    with any URL in it masked: library messages may quote the URL with its credentials."""
+    return mask_urls_in(_describe(error))
+
+
+def _describe(error: BaseException) -> str:
     for leaf in leaves(error):
         if isinstance(leaf, httpx2.HTTPStatusError):
             response = leaf.response
