@@ -89,6 +89,13 @@ async def test_workspaces_are_separate(config: tuple[ConfigService, ConfigClient
      "field 'arguments[0].type' of tool/bad: 'str' is not one of string, number"),
     ("mcp", {"remote-name": "x"}, "field 'url' of mcp/bad: is required"),
     ("mcp", {"transport": "stdio"}, "field 'command' of mcp/bad: is required"),
+    # running a program is the operator's decision; by default no stdio command is allowed
+    ("mcp", {"transport": "stdio", "command": "sh", "args": ["-c", "id"]},
+     "mcp/bad is a stdio MCP server, which runs the command 'sh' on this machine, and the "
+     "operator has not allowed that command (allowed: none); to allow it, start the config "
+     "and mcp-tool services with --mcp-stdio-allow sh"),
+    ("mcp", {"url": "http://h/mcp", "auth-token": "***"},
+     "'auth-token' is '***' (a masked secret), but there is no stored value to keep"),
     ("mcp", {"url": "http://h/mcp", "transport": "carrier-pigeon"}, "field 'transport' of mcp/bad"),
     ("tool", [1, 2], "invalid tool/bad: the value must be a JSON object, not an array"),
 ])

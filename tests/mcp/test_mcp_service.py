@@ -19,6 +19,7 @@ from tests.mcp.servers import ServerProcess, start_server, stdio_item
 from toolmesh import RequestClient, RequestError
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import ConfigService
+from toolmesh.config.stdio import StdioAllowList
 from toolmesh.config.store import open_store
 from toolmesh.config.store.base import ConfigStore
 from toolmesh.mcp import McpServer, McpToolClient, McpToolService
@@ -58,8 +59,12 @@ async def stack(backend: Backend, tmp_path: Path) -> AsyncIterator[Stack]:
     async with AsyncExitStack() as s:
         s.push_async_callback(store.close)
         bus = await backend.connect()
-        await s.enter_async_context(ConfigService(bus, store, **config_queues))
-        service = McpToolService(bus, **queues, config_queues=config_queues, call_timeout=20)
+        # the test servers run as this interpreter: the one command stdio items may start
+        allow = StdioAllowList.parse(sys.executable)
+        await s.enter_async_context(ConfigService(bus, store, **config_queues,
+                                                  stdio_allow=allow))
+        service = McpToolService(bus, **queues, config_queues=config_queues, call_timeout=20,
+                                 stdio_allow=allow)
         await s.enter_async_context(service)
         callers = await backend.connect()  # callers reach the service as another process would
         client = await s.enter_async_context(McpToolClient(callers, **queues))

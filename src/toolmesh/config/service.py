@@ -13,9 +13,13 @@ from typing import Any
 
 from toolmesh.bus.base import Bus, Producer
 from toolmesh.config.errors import ConfigError
+from toolmesh.config.stdio import DENY_ALL, StdioAllowList
 from toolmesh.config.store.base import ConfigStore
 from toolmesh.config.validation import validate
 from toolmesh.rpc.service import Reply, Service
+from toolmesh.secrets.crypto import SecretBox
+from toolmesh.secrets.fields import keep_secrets, needs_stored
+from toolmesh.secrets.store import SealedStore
 
 log = logging.getLogger("toolmesh.config")
 
@@ -33,7 +37,13 @@ def empty_response(version: int | None = None) -> dict[str, Any]:
 
 
 class ConfigService(Service):
-    """Serves the config operations from a :class:`ConfigStore`."""
+    """Serves the config operations from a :class:`ConfigStore`.
+
+    Secrets: a put that sends a secret back masked (``***``) keeps the stored one (see
+    :mod:`toolmesh.secrets.fields`); with ``secret_box`` the secrets are stored encrypted.
+    Values go out over the bus in clear — services need them; the gateway masks them for
+    everyone outside. ``stdio_allow``: the commands ``stdio`` MCP items may run (default none).
+    """
 
     error_type = "config-error"
 
@@ -41,10 +51,13 @@ class ConfigService(Service):
                  request_queue: str = CONFIG_REQUEST_QUEUE,
                  response_queue: str = CONFIG_RESPONSE_QUEUE,
                  push_queue: str = CONFIG_PUSH_QUEUE,
-                 id: str = "config-svc") -> None:
+                 id: str = "config-svc",
+                 stdio_allow: StdioAllowList = DENY_ALL,
+                 secret_box: SecretBox | None = None) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=id)
-        self.store = store
+        self.store = SealedStore(store, secret_box)
+        self.stdio_allow = stdio_allow
         self.push_queue = push_queue
         self._push: Producer | None = None
         self._handlers: dict[str, Callable[[str, dict[str, Any]], Any]] = {
@@ -53,6 +66,7 @@ class ConfigService(Service):
         }
 
     async def start(self) -> None:
+        await self.store.survey()
         self._push = await self.bus.producer(self.push_queue)
         await super().start()
         # Tell watchers that started before this service that config can now be loaded.
@@ -109,11 +123,23 @@ class ConfigService(Service):
             if not isinstance(value, str):
                 raise ConfigError(f"the value of {type}/{key} must be a string (JSON text), "
                                   f"not {type_of(value)}")
-            validate(type, key, value)
             items.append((type, key, value))
+        items = await self._keep_secrets(workspace, items)
+        for type, key, value in items:
+            validate(type, key, value, stdio_allow=self.stdio_allow)
         version = await self.store.put(workspace, items)
         await self._notify(version, workspace, {t for t, _, _ in items})
         return empty_response(version)
+
+    async def _keep_secrets(self, workspace: str,
+                            items: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """``items`` with each masked secret replaced by the stored value it stands for."""
+        masked = [(t, k) for t, k, v in items if needs_stored(v)]
+        if not masked:
+            return items
+        stored = dict(zip(masked, await self.store.get(workspace, masked)))
+        return [(t, k, keep_secrets(t, k, v, stored[(t, k)]) if (t, k) in stored else v)
+                for t, k, v in items]
 
     async def _delete(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
         keys = _keys(request)

@@ -13,7 +13,9 @@ from typing import Any
 
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.config.errors import ConfigError
+from toolmesh.config.stdio import DENY_ALL, StdioAllowList
 from toolmesh.errors import QueueIdError
+from toolmesh.urls import is_secret_name, mask_url
 
 #: JSON Schema type names, the types an argument may declare
 ARGUMENT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
@@ -49,7 +51,9 @@ class _Item:
                 raise self.fail(field, "is required")
             return None
         if not isinstance(v, str) or (required and not v.strip()):
-            raise self.fail(field, f"must be a non-empty string, not {json.dumps(v)}")
+            # a secret field's value is not repeated in the error (errors are logged)
+            shown = type_name(v) if is_secret_name(field) else json.dumps(v)
+            raise self.fail(field, f"must be a non-empty string, not {shown}")
         return v
 
     def string_list(self, field: str) -> None:
@@ -131,12 +135,14 @@ def _tool(item: _Item) -> None:
             raise item.fail(f"{where}.required", "must be true or false")
 
 
-def _mcp(item: _Item) -> None:
+def _mcp(item: _Item, stdio_allow: StdioAllowList) -> None:
     transport = item.value.get("transport", "streamable-http")
     if transport not in MCP_TRANSPORTS:
         raise item.fail("transport", f"{transport!r} is not one of " + ", ".join(MCP_TRANSPORTS))
     if transport == "stdio":
-        item.string("command")
+        command = item.string("command")
+        if not stdio_allow.allows(command):
+            raise ConfigError(stdio_allow.refusal(item.where, command))
         args = item.value.get("args", [])
         if not (isinstance(args, list) and all(isinstance(s, str) for s in args)):
             raise item.fail("args", "must be a list of strings")
@@ -146,7 +152,7 @@ def _mcp(item: _Item) -> None:
     else:
         url = item.string("url")
         if not url.startswith(("http://", "https://")):  # type: ignore[union-attr]
-            raise item.fail("url", f"must be an http:// or https:// URL, not {url!r}")
+            raise item.fail("url", f"must be an http:// or https:// URL, not {mask_url(url)!r}")
     item.string("remote-name", required=False)
     item.string("auth-token", required=False)
 
@@ -154,12 +160,18 @@ def _mcp(item: _Item) -> None:
 VALIDATORS: dict[str, Callable[[_Item], None]] = {
     "tool-service": _tool_service,
     "tool": _tool,
-    "mcp": _mcp,
 }
 
 
-def validate(type: str, key: str, value: str) -> None:
-    """Raise :class:`ConfigError` if ``value`` is not a valid item of ``type``."""
+def validate(type: str, key: str, value: str, *,
+             stdio_allow: StdioAllowList = DENY_ALL) -> None:
+    """Raise :class:`ConfigError` if ``value`` is not a valid item of ``type``.
+
+    ``stdio_allow``: the commands ``stdio`` MCP items may run (the default: none).
+    """
+    if type == "mcp":
+        _mcp(_parse(type, key, value), stdio_allow)
+        return
     check = VALIDATORS.get(type)
     if check is not None:
         check(_parse(type, key, value))

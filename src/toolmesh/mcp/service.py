@@ -20,7 +20,9 @@ from typing import Any
 
 from toolmesh.bus.base import Bus
 from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
+from toolmesh.config.stdio import DENY_ALL, StdioAllowList
 from toolmesh.errors import RequestError, ServiceError, ToolmeshError
+from toolmesh.logs import register_secret
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.errors import McpError
 from toolmesh.mcp.results import McpResult, result_text
@@ -56,7 +58,12 @@ def response(*, text: str | None = None, object: Any = None) -> dict[str, Any]:
 
 
 class McpToolService(Service):
-    """Calls MCP tools named by ``mcp`` config items, over pooled, supervised sessions."""
+    """Calls MCP tools named by ``mcp`` config items, over pooled, supervised sessions.
+
+    ``stdio_allow`` names the commands a ``stdio`` item may start (default: none). It is
+    checked here too, not only when config is put: an item stored before the operator
+    narrowed the list, or written to the store by other means, is still not run.
+    """
 
     error_type = "mcp-error"
 
@@ -64,10 +71,12 @@ class McpToolService(Service):
                  response_queue: str = MCP_TOOL_RESPONSE_QUEUE,
                  config_queues: dict[str, str] | None = None, id: str = "mcp-tool",
                  concurrency: int = 64, call_timeout: float = 60.0,
-                 workspace: str = "default") -> None:
+                 workspace: str = "default",
+                 stdio_allow: StdioAllowList = DENY_ALL) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.call_timeout = call_timeout
+        self.stdio_allow = stdio_allow
         self.pool = SessionPool()
         self.servers: dict[str, McpServer] = {}
         self.invalid: dict[str, str] = {}  # id -> why its item cannot be used
@@ -98,10 +107,19 @@ class McpToolService(Service):
         invalid: dict[str, str] = {}
         for key, raw in snapshot.of("mcp").items():
             try:
-                servers[key] = McpServer.from_config(key, raw)
+                server = McpServer.from_config(key, raw)
             except ToolmeshError as e:
                 invalid[key] = e.message
                 log.warning("config item mcp/%s cannot be used: %s", key, e.message)
+                continue
+            register_secret(server.auth_token)
+            for value in server.env.values():
+                register_secret(value)
+            if server.transport == "stdio" and not self.stdio_allow.allows(server.command):
+                invalid[key] = self.stdio_allow.refusal(f"mcp/{key}", server.command)
+                log.warning("config item mcp/%s is not run: %s", key, invalid[key])
+                continue
+            servers[key] = server
         previous, self.servers, self.invalid = self.servers, servers, invalid
         # A session to settings that changed or vanished must not serve another call.
         stale = [id for id, old in previous.items()

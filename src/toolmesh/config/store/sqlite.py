@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.store.base import Item, Key, check_items, check_keys, check_name
+from toolmesh.files import private_dir, private_file
 
 T = TypeVar("T")
 
@@ -41,7 +42,9 @@ _BUMP = "UPDATE toolmesh_config_version SET version = version + 1 WHERE id = 1 R
 class SQLiteConfigStore:
     """A :class:`~toolmesh.config.store.base.ConfigStore` in a SQLite file (WAL mode).
 
-    The file and its parent directories are created on :meth:`open` if missing.
+    The file and its parent directories are created on :meth:`open` if missing — the
+    folder 0700 and the files (the database, its WAL and shared-memory files) 0600, as they
+    may hold secrets; existing files with wider modes are tightened, with a log line.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout: float = 30.0) -> None:
@@ -70,7 +73,13 @@ class SQLiteConfigStore:
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # an existing folder is the user's choice (it may be /tmp): only new ones are made
+            # private; the data folder itself is made private by the command that names it
+            private_dir(self.path.parent, tighten=False)
+            for suffix in ("", "-wal", "-shm"):
+                # SQLite creates the -wal and -shm files with the database file's mode
+                if suffix == "" or Path(f"{self.path}{suffix}").exists():
+                    private_file(Path(f"{self.path}{suffix}"))
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a put is exactly one
             # transaction including the version bump
             db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout)
