@@ -35,11 +35,11 @@ async def start_toolmesh(*args: str, ready: str = "ready:", timeout: float = 30,
                 return proc, lines
 
 
-async def run_toolmesh(*args: str, timeout: float = 60,
-                       stdin_text: str | None = None) -> tuple[int, str, str]:
+async def run_toolmesh(*args: str, timeout: float = 60, stdin_text: str | None = None,
+                       extra_env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run a toolmesh command to completion: ``(exit code, stdout, stderr)``."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", *args, env=env(),
+        sys.executable, "-m", "toolmesh.cli.main", *args, env={**env(), **(extra_env or {})},
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     data = stdin_text.encode() if stdin_text is not None else None

@@ -58,7 +58,8 @@ async def test_the_offline_demo_model_says_what_it_is(served: Served) -> None:
 async def test_rest_agent_route_returns_the_final_message_with_answer(served: Served) -> None:
     request = urllib.request.Request(
         served.url + "api/v1/flow/default/service/agent", method="POST",
-        data=json.dumps({"question": "Tell me a joke about food", "history": []}).encode())
+        data=json.dumps({"question": "Tell me a joke about food", "history": []}).encode(),
+        headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         body = json.loads(response.read())
     assert body["message_type"] == "answer" and body["end_of_dialog"] is True

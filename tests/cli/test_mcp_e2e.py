@@ -51,7 +51,8 @@ async def test_a_dialog_through_the_gateway_calls_an_mcp_tool_with_arguments(tmp
 
         request = urllib.request.Request(
             served.url + "api/v1/flow/default/service/agent", method="POST",
-            data=json.dumps({"question": "What's the weather in Paris?"}).encode())
+            data=json.dumps({"question": "What's the weather in Paris?"}).encode(),
+            headers={"Content-Type": "application/json"})
         body = await asyncio.to_thread(lambda: json.loads(urllib.request.urlopen(request, timeout=60).read()))
     assert body["answer"] == "The forecast says: Paris: sunny for 3 days"
     first, second = llm.requests

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli.test_config_cli import script
 from tests.processes import run_toolmesh
-from tests.servers import Served, keys, stored, toolmesh_serve
+from tests.servers import Served, keys, stored, stored_raw, toolmesh_serve
 
 SECRET = "s3cr3t-T0KEN-value"
 ENV_SECRET = "ghp_env-secret-value"
@@ -30,7 +30,7 @@ TELL_JOKE = {"type": "tool-service", "name": "tell-joke",
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    async with toolmesh_serve(tmp_path) as s:
+    async with toolmesh_serve(tmp_path, "--mcp-stdio-allow", "npx,uvx") as s:
         yield s
 
 
@@ -67,16 +67,19 @@ async def test_toolmesh_mcp_set_show_delete(served: Served) -> None:
                                         "--remote-name", "get_weather", "--auth-token", SECRET, *u)
     assert code == 0 and "stored mcp/weather" in err, err
     outputs += [out, err]
-    assert await stored(served, "mcp/weather") == {
-        "url": "https://mcp.example/mcp", "remote-name": "get_weather", "auth-token": SECRET}
+    weather = {"url": "https://mcp.example/mcp", "remote-name": "get_weather",
+               "auth-token": SECRET}
+    assert stored_raw(served, "mcp/weather") == weather
+    assert await stored(served, "mcp/weather") == {**weather, "auth-token": "***"}
 
     code, out, err = await run_toolmesh(
         "mcp", "set", "files", "--transport", "stdio", "--command", "npx", "--arg=-y",
         "--arg", "server-files", "--env", f"GITHUB_TOKEN={ENV_SECRET}", *u)
     assert code == 0, err
-    assert await stored(served, "mcp/files") == {
-        "remote-name": "files", "transport": "stdio", "command": "npx",
-        "args": ["-y", "server-files"], "env": {"GITHUB_TOKEN": ENV_SECRET}}
+    files = {"remote-name": "files", "transport": "stdio", "command": "npx",
+             "args": ["-y", "server-files"], "env": {"GITHUB_TOKEN": ENV_SECRET}}
+    assert stored_raw(served, "mcp/files") == files
+    assert await stored(served, "mcp/files") == {**files, "env": {"GITHUB_TOKEN": "***"}}
 
     code, out, err = await run_toolmesh("mcp", "set", "events", "--url", "http://h/sse",
                                         "--transport", "sse", *u)
@@ -110,13 +113,13 @@ async def test_tg_mcp_scripts(served: Served) -> None:
                                   "--tool-url", "https://mcp.example/mcp", "--auth-token", SECRET,
                                   *u)
     assert (code, out) == (0, ""), err  # silent on success, like trustgraph-cli
-    assert await stored(served, "mcp/weather") == {
+    assert stored_raw(served, "mcp/weather") == {
         "url": "https://mcp.example/mcp", "remote-name": "get_weather", "auth-token": SECRET}
     code, out, err = await script("tg-set-mcp-tool", "--id", "files", "--transport", "stdio",
                                   "--command", "uvx", "--arg", "mcp-server-files",
                                   "--env", f"KEY={ENV_SECRET}", *u)
     assert code == 0, err
-    assert await stored(served, "mcp/files") == {
+    assert stored_raw(served, "mcp/files") == {
         "remote-name": "files", "transport": "stdio", "command": "uvx",
         "args": ["mcp-server-files"], "env": {"KEY": ENV_SECRET}}
 

@@ -18,7 +18,7 @@ import pytest
 from tests.cli.test_tool_cli import tables
 from tests.compat.test_trustgraph_cli_config import tg
 from tests.processes import run_toolmesh
-from tests.servers import Served, keys, stored, toolmesh_serve
+from tests.servers import Served, keys, stored, stored_raw, toolmesh_serve
 
 SECRET = "s3cr3t-T0KEN-value"
 
@@ -42,8 +42,9 @@ async def test_the_real_mcp_tool_commands(tg_bin: Path, served: Served) -> None:
     out = await tg(tg_bin, "tg-set-mcp-tool", "-i", "weather", "-r", "get_weather",
                    "--tool-url", "https://mcp.example/mcp", "--auth-token", SECRET, *u)
     assert out == ""
-    assert await stored(served, "mcp/weather") == {
+    assert stored_raw(served, "mcp/weather") == {
         "remote-name": "get_weather", "url": "https://mcp.example/mcp", "auth-token": SECRET}
+    assert (await stored(served, "mcp/weather"))["auth-token"] == "***"  # reads are masked
     assert await tg(tg_bin, "tg-set-mcp-tool", "--id", "calc", "--tool-url", "http://h:9/mcp",
                     *u) == ""
     assert await stored(served, "mcp/calc") == {"remote-name": "calc", "url": "http://h:9/mcp"}

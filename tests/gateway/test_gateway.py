@@ -79,7 +79,8 @@ async def test_rest_config_errors_are_http_200_with_a_config_error(
 ])
 async def test_rest_bad_requests(gateway: Gateway, http: aiohttp.ClientSession, path: str,
                                  data: bytes, status: int, type: str) -> None:
-    async with http.post(gateway.url + path, data=data) as r:
+    async with http.post(gateway.url + path, data=data,
+                         headers={"Content-Type": "application/json"}) as r:
         assert r.status == status
         assert (await r.json())["error"]["type"] == type
 

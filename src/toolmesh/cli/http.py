@@ -29,7 +29,10 @@ def default_url() -> str:
 
 
 def default_token() -> str | None:
-    return os.environ.get("TOOLMESH_TOKEN") or os.environ.get("TRUSTGRAPH_TOKEN") or None
+    """``TOOLMESH_TOKEN``, ``TRUSTGRAPH_TOKEN``, or the gateway's own ``TOOLMESH_GATEWAY_TOKEN``
+    (so a CLI run beside the gateway — in its container, say — needs no extra setting)."""
+    return (os.environ.get("TOOLMESH_TOKEN") or os.environ.get("TRUSTGRAPH_TOKEN")
+            or os.environ.get("TOOLMESH_GATEWAY_TOKEN") or None)
 
 
 class GatewayClient:

@@ -1,12 +1,44 @@
-"""Options shared by the commands that run services: flags with environment defaults."""
+"""Options shared by the commands that run services: flags with environment defaults.
+
+Secrets (the gateway token, the LLM API key) are best given by environment variable or file:
+a flag's value is visible to every user of the machine in the process list, so using one logs
+a warning.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from pathlib import Path
 
+from toolmesh.config.stdio import ENV as STDIO_ALLOW_ENV
+from toolmesh.config.stdio import FLAG as STDIO_ALLOW_FLAG
+from toolmesh.errors import ToolmeshError
+
+log = logging.getLogger("toolmesh.options")
+
 DEFAULT_BUS = "memory://"
+TOKEN_ENV = "TOOLMESH_GATEWAY_TOKEN"
+TOKEN_FILE_ENV = "TOOLMESH_GATEWAY_TOKEN_FILE"
+API_KEY_FILE_ENV = "TOOLMESH_LLM_API_KEY_FILE"
+
+
+def _env_list(name: str) -> list[str]:
+    """A list from an environment variable: items separated by commas or spaces."""
+    return [v for v in os.environ.get(name, "").replace(",", " ").split() if v]
+
+
+def read_secret_file(path: str, flag: str) -> str:
+    """The secret held in the file at ``path`` (surrounding whitespace removed)."""
+    try:
+        text = Path(path).expanduser().read_text().strip()
+    except OSError as e:
+        raise ToolmeshError(f"cannot read {flag} {path!r}: {e.strerror or e}",
+                            type="usage-error") from None
+    if not text:
+        raise ToolmeshError(f"{flag} {path!r} is empty", type="usage-error")
+    return text
 
 
 def data_dir() -> Path:
@@ -32,10 +64,43 @@ def add_gateway(parser: argparse.ArgumentParser) -> None:
                         help="gateway address (env TOOLMESH_HOST; default: %(default)s)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("TOOLMESH_PORT", "8888")),
                         help="gateway port (env TOOLMESH_PORT; default: %(default)s)")
-    parser.add_argument("--token", default=os.environ.get("TOOLMESH_GATEWAY_TOKEN"),
-                        help="require this bearer token (env TOOLMESH_GATEWAY_TOKEN)")
+    parser.add_argument("--token", default=None,
+                        help=f"require this bearer token; better: env {TOKEN_ENV} or "
+                             "--token-file (a flag shows in the process list)")
+    parser.add_argument("--token-file", default=os.environ.get(TOKEN_FILE_ENV), metavar="PATH",
+                        help=f"read the bearer token from this file (env {TOKEN_FILE_ENV})")
+    parser.add_argument("--allow-origin", action="append", metavar="ORIGIN",
+                        default=_env_list("TOOLMESH_ALLOW_ORIGINS"),
+                        help="let web pages of this origin (scheme://host[:port]) call the "
+                             "gateway; repeat for more (env TOOLMESH_ALLOW_ORIGINS)")
+    parser.add_argument("--allow-host", action="append", metavar="NAME",
+                        default=_env_list("TOOLMESH_ALLOW_HOSTS"),
+                        help="accept this Host name besides localhost, 127.0.0.1 and [::1] "
+                             "(e.g. behind a proxy); repeat for more (env TOOLMESH_ALLOW_HOSTS)")
+    parser.add_argument("--insecure", action="store_true",
+                        default=os.environ.get("TOOLMESH_INSECURE", "") in ("1", "true", "yes"),
+                        help="allow listening beyond loopback without a token (dangerous)")
     parser.add_argument("--max-body", type=int, default=16 * 1024 * 1024,
                         help="largest request body in bytes (default: %(default)s)")
+
+
+def gateway_token(args: argparse.Namespace) -> str | None:
+    """The gateway token: ``--token``, ``--token-file``, or the environment."""
+    if args.token:
+        log.warning("--token makes the token visible to every user of this machine in the "
+                    "process list; prefer %s or --token-file", TOKEN_ENV)
+        return args.token
+    if args.token_file:
+        return read_secret_file(args.token_file, "--token-file")
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def add_mcp_stdio(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(STDIO_ALLOW_FLAG, dest="mcp_stdio_allow", metavar="CMD[,CMD...]",
+                        default=os.environ.get(STDIO_ALLOW_ENV),
+                        help="commands that stdio MCP servers configured as mcp items may run, "
+                             "e.g. uvx,npx; '*' allows any (env "
+                             f"{STDIO_ALLOW_ENV}; default: none)")
 
 
 def add_log_level(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +120,22 @@ def add_llm(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=os.environ.get("TOOLMESH_LLM_MODEL"),
                         help="model name (env TOOLMESH_LLM_MODEL)")
     parser.add_argument("--api-key", default=None,
-                        help="API key (better: env TOOLMESH_LLM_API_KEY or OPENAI_API_KEY)")
+                        help="API key; better: env TOOLMESH_LLM_API_KEY or OPENAI_API_KEY, or "
+                             "--api-key-file (a flag shows in the process list)")
+    parser.add_argument("--api-key-file", default=os.environ.get(API_KEY_FILE_ENV),
+                        metavar="PATH",
+                        help=f"read the API key from this file (env {API_KEY_FILE_ENV})")
+
+
+def llm_api_key(args: argparse.Namespace) -> str | None:
+    """The API key from ``--api-key`` or ``--api-key-file``; ``None``: the environment's."""
+    if args.api_key:
+        log.warning("--api-key makes the key visible to every user of this machine in the "
+                    "process list; prefer TOOLMESH_LLM_API_KEY or --api-key-file")
+        return args.api_key
+    if args.api_key_file:
+        return read_secret_file(args.api_key_file, "--api-key-file")
+    return None
 
 
 def add_agent(parser: argparse.ArgumentParser) -> None:

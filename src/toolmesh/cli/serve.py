@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from toolmesh.bus import DEFAULT_CONCURRENCY, connect
 from toolmesh.bus.base import Bus
 from toolmesh.cli import options, run_service
+from toolmesh.config.stdio import StdioAllowList
 from toolmesh.errors import ToolmeshError
+from toolmesh.logs import register_secret
 from toolmesh.runtime import Part, configure_logging, serve
 from toolmesh.urls import mask_url
 
@@ -38,6 +39,7 @@ def add_parsers(commands: Any) -> None:
     options.add_gateway(p)
     options.add_llm(p)
     options.add_agent(p)
+    options.add_mcp_stdio(p)
     options.add_log_level(p)
     p.set_defaults(run=run_serve)
 
@@ -56,15 +58,34 @@ def add_parsers(commands: Any) -> None:
     options.add_gateway(r)
     options.add_llm(r)
     options.add_agent(r)
+    options.add_mcp_stdio(r)
     options.add_log_level(r)
     r.set_defaults(run=run_part)
 
 
 def gateway_options(args: argparse.Namespace) -> GatewayOptions:
+    """The gateway's options; :class:`AccessError` at once when they expose it unsafely."""
     from toolmesh.gateway import GatewayOptions
+    from toolmesh.gateway.access import AccessPolicy, check_exposure
+    from toolmesh.gateway.auth import Auth
 
-    return GatewayOptions(host=args.host, port=args.port, token=args.token,
-                          max_body=args.max_body)
+    token = options.gateway_token(args)
+    check_exposure(host=args.host, token=token, insecure=args.insecure)
+    AccessPolicy.build(listen_host=args.host, auth=Auth(token),  # refuses a bad origin now
+                       allow_origins=args.allow_origin, allow_hosts=args.allow_host)
+    return GatewayOptions(host=args.host, port=args.port, token=token, max_body=args.max_body,
+                          allow_origins=tuple(args.allow_origin),
+                          allow_hosts=tuple(args.allow_host), insecure=args.insecure)
+
+
+def stdio_allow(args: argparse.Namespace) -> StdioAllowList:
+    allow = StdioAllowList.parse(args.mcp_stdio_allow)
+    if allow.any_command:
+        log.warning("stdio MCP servers may run ANY command (--mcp-stdio-allow '*'): whoever "
+                    "can write config can run programs on this machine")
+    elif allow.commands:
+        log.info("stdio MCP servers may run: %s", allow)
+    return allow
 
 
 def llm_provider(args: argparse.Namespace) -> LLMProvider:
@@ -73,7 +94,7 @@ def llm_provider(args: argparse.Namespace) -> LLMProvider:
     from toolmesh.llm.factory import open_provider
 
     if args.llm:
-        provider = open_provider(args.llm, model=args.model, api_key=args.api_key)
+        provider = open_provider(args.llm, model=args.model, api_key=options.llm_api_key(args))
         log.info("LLM: %s", provider.name)
         return provider
     log.warning("OFFLINE DEMO MODE: no --llm given, so answers come from a scripted demo "
@@ -94,16 +115,23 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
     if part == "config":
         from toolmesh.config.service import ConfigService
         from toolmesh.config.store import open_store
+        from toolmesh.files import private_dir
+        from toolmesh.secrets.crypto import SecretBox
 
         url = options.config_store_url(args)
+        if not args.config_store:
+            private_dir(options.data_dir())  # the data folder holds the store: ours alone
+        box = SecretBox.from_environment()  # a bad key fails before the store is touched
         store = await open_store(url)
         stores.append(store)
-        log.info("config store: %s", mask_url(url))
-        return ConfigService(bus, store)
+        log.info("config store: %s (secrets %s)", mask_url(url),
+                 "encrypted at rest" if box else "stored in clear: set TOOLMESH_SECRET_KEY "
+                 "to encrypt them")
+        return ConfigService(bus, store, stdio_allow=stdio_allow(args), secret_box=box)
     if part == "gateway":
         from toolmesh.gateway import Gateway
 
-        return Gateway(bus, gateway_options(args))
+        return Gateway(bus, args.gateway_options)
     if run_service.is_tool_service(part):
         if not hasattr(args, "concurrency"):  # `serve` has no tool-service options
             args = argparse.Namespace(**vars(args), topic=None, request_queue=None,
@@ -123,7 +151,7 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
     if part == "mcp-tool":
         from toolmesh.mcp import McpToolService
 
-        return McpToolService(bus)
+        return McpToolService(bus, stdio_allow=stdio_allow(args))
     if part == "agent":
         from toolmesh.agent.react import AgentOptions
         from toolmesh.agent.service import AgentService
@@ -135,6 +163,11 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
 
 async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
+    for url in (args.bus, getattr(args, "config_store", None)):
+        register_secret(_password(url))
+    if "gateway" in parts:
+        # before anything starts: an unsafe exposure or an unreadable token file ends here
+        args.gateway_options = gateway_options(args)
     bus = await connect(args.bus)
     stores: list[ConfigStore] = []
     providers: list[LLMProvider] = []
@@ -148,6 +181,13 @@ async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
             await provider.close()
         await bus.close()
     return 0
+
+
+def _password(url: str | None) -> str | None:
+    try:
+        return urlsplit(url).password if url else None
+    except ValueError:
+        return None
 
 
 async def run_serve(args: argparse.Namespace) -> int:

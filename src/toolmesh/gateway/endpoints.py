@@ -15,6 +15,7 @@ from toolmesh.bus.base import Bus
 from toolmesh.rpc.client import RequestClient, default_is_final
 
 Prepare = Callable[[dict[str, Any], str, str], dict[str, Any]]
+Present = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class Endpoint(Protocol):
@@ -51,16 +52,21 @@ def with_workspace(request: dict[str, Any], workspace: str, flow: str) -> dict[s
 
 
 class BusEndpoint:
-    """Forwards to a request/response service on the bus through one shared client."""
+    """Forwards to a request/response service on the bus through one shared client.
+
+    ``prepare`` turns a client's request into the service's; ``present`` turns each of the
+    service's responses into what the client sees (by default: without ``null`` fields).
+    """
 
     def __init__(self, bus: Bus, name: str, *, request_queue: str, response_queue: str,
                  per_flow: bool = False, timeout: float = 600.0,
                  is_final: Callable[[dict[str, Any]], bool] = default_is_final,
-                 prepare: Prepare = with_workspace) -> None:
+                 prepare: Prepare = with_workspace, present: Present = without_nulls) -> None:
         self.name = name
         self.per_flow = per_flow
         self.timeout = timeout
         self._prepare = prepare
+        self._present = present
         self._is_final = is_final
         self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue,
                                   subscription=f"gateway-{name}", is_final=is_final,
@@ -76,7 +82,7 @@ class BusEndpoint:
                    flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
         async for response in self._rpc.stream(self._prepare(request, workspace, flow),
                                                timeout=self.timeout):
-            yield without_nulls(response), self._is_final(response)
+            yield self._present(response), self._is_final(response)
 
 
 class FlowEndpoint:

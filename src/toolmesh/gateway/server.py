@@ -5,8 +5,10 @@
   ``tool-service``: a configured tool service called by its descriptor id);
 * ``GET /api/v1/socket`` — WebSocket, one connection multiplexing many requests.
 
-With a token set, REST requests need ``Authorization: Bearer <token>`` (else 401) and a
-WebSocket must authenticate before its requests are served.
+Every request passes :class:`~toolmesh.gateway.access.AccessPolicy` first: cross-origin and
+DNS-rebound requests are refused, bodies must be JSON, and with a token set, REST requests need
+``Authorization: Bearer <token>`` (else 401) and a WebSocket must authenticate before its
+requests are served. Config values leave the gateway with their secrets masked.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from aiohttp import web
 from toolmesh.bus.base import Bus
 from toolmesh.config.service import CONFIG_REQUEST_QUEUE, CONFIG_RESPONSE_QUEUE, DEFAULT_WORKSPACE
 from toolmesh.errors import RequestError
+from toolmesh.gateway.access import AUTHENTICATED, AccessPolicy, check_exposure
 from toolmesh.gateway.auth import Auth
-from toolmesh.gateway.endpoints import BusEndpoint, Endpoint, FlowEndpoint
-from toolmesh.schema.agent import is_final as agent_is_final
+from toolmesh.gateway.endpoints import BusEndpoint, Endpoint, FlowEndpoint, without_nulls
+from toolmesh.gateway.http_log import quiet_malformed_requests
 from toolmesh.gateway.socket import SocketSession
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
+from toolmesh.logs import register_secret
+from toolmesh.schema.agent import is_final as agent_is_final
+from toolmesh.secrets.masking import mask_config_response
 
 log = logging.getLogger("toolmesh.gateway")
 
@@ -40,6 +46,12 @@ class GatewayOptions:
     host: str = "127.0.0.1"
     port: int = 8888
     token: str | None = None
+    #: origins of web pages allowed to call the gateway, besides its own
+    allow_origins: tuple[str, ...] = ()
+    #: Host names accepted besides localhost, 127.0.0.1 and [::1] when on loopback
+    allow_hosts: tuple[str, ...] = ()
+    #: listen beyond loopback without a token (refused otherwise)
+    insecure: bool = False
     max_body: int = DEFAULT_MAX_BODY
     timeout: float = 600.0
     #: seconds requests in flight may take to finish when the gateway stops
@@ -55,12 +67,18 @@ class Gateway:
     """Serves the API until :meth:`stop`; ``url`` tells where it listens once started."""
 
     def __init__(self, bus: Bus, options: GatewayOptions = GatewayOptions()) -> None:
+        check_exposure(host=options.host, token=options.token, insecure=options.insecure)
         self.bus = bus
         self.options = options
         self.auth = Auth(options.token)
+        register_secret(options.token)
+        self.access = AccessPolicy.build(listen_host=options.host, auth=self.auth,
+                                         allow_origins=options.allow_origins,
+                                         allow_hosts=options.allow_hosts)
         self.endpoints: dict[str, Endpoint] = {}
         self.add(BusEndpoint(bus, "config", request_queue=CONFIG_REQUEST_QUEUE,
-                             response_queue=CONFIG_RESPONSE_QUEUE, timeout=options.timeout))
+                             response_queue=CONFIG_RESPONSE_QUEUE, timeout=options.timeout,
+                             present=lambda r: mask_config_response(without_nulls(r))))
         self.add(FlowEndpoint(bus, "agent", request_queue="request:tg:agent:{flow}",
                               response_queue="response:tg:agent:{flow}", timeout=options.timeout,
                               is_final=agent_is_final))
@@ -79,7 +97,8 @@ class Gateway:
         self.endpoints[endpoint.name] = endpoint
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.options.max_body)
+        app = web.Application(client_max_size=self.options.max_body,
+                              middlewares=[self.access.middleware])
         app.router.add_get("/api/v1/socket", self._socket)
         app.router.add_post("/api/v1/flow/{flow}/service/{service}", self._flow_rest)
         app.router.add_post("/api/v1/{service}", self._global_rest)
@@ -87,6 +106,7 @@ class Gateway:
         return app
 
     async def start(self) -> None:
+        quiet_malformed_requests()
         for endpoint in self.endpoints.values():
             await endpoint.start()
         # On stop, requests still waiting (a long dialog, a call whose service is gone) get
@@ -105,6 +125,9 @@ class Gateway:
         self.url = f"http://{self.options.host}:{port}/"
         log.info("gateway listening on %s%s", self.url,
                  " (bearer token required)" if self.auth.required else "")
+        if self.access.allow_origins:
+            log.info("web pages of these origins may call it: %s",
+                     ", ".join(sorted(self.access.allow_origins)))
 
     async def stop(self) -> None:
         for session in list(self._sessions):
@@ -135,9 +158,7 @@ class Gateway:
                                 flow=request.match_info["flow"])
 
     async def _rest(self, request: web.Request, service: str, *, flow: str | None) -> web.Response:
-        if not self.auth.accepts_header(request.headers.get("Authorization")):
-            return web.json_response(error_body("auth-failed", "a valid bearer token is required "
-                                                "(Authorization: Bearer <token>)"), status=401)
+        # origin, host, content type and token were checked by the access middleware
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -184,9 +205,7 @@ class Gateway:
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(max_msg_size=self.options.max_body, heartbeat=30)
         await ws.prepare(request)
-        preauthorised = (self.auth.accepts_header(request.headers.get("Authorization"))
-                         or self.auth.accepts(request.query.get("token")))
-        session = SocketSession(self, ws, authenticated=preauthorised)
+        session = SocketSession(self, ws, authenticated=request.get(AUTHENTICATED, False))
         self._sessions.add(session)
         try:
             await session.run()

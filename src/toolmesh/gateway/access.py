@@ -1,0 +1,234 @@
+"""Who may reach the gateway: one place that decides, applied to every route and the WebSocket.
+
+A web page the user visits can make the browser send requests to the user's loopback ports.
+Three checks keep such pages out, token or not (see SECURITY.md):
+
+* **Origin** — a request whose ``Origin`` is neither the gateway's own (the origin of the
+  ``Host`` it was sent to) nor in ``--allow-origin`` is refused (403). Requests without
+  ``Origin`` (CLIs, curl, trustgraph-cli) are not affected; browsers always send it on
+  cross-site requests and on every WebSocket.
+* **Host** — when the gateway listens on loopback, only ``localhost``, ``127.0.0.1`` and
+  ``[::1]`` (any port) plus ``--allow-host`` are accepted as ``Host``: a DNS-rebound name
+  (``evil.example`` resolving to 127.0.0.1) is refused (403).
+* **Content-Type** — a ``POST``/``PUT``/``PATCH``/``DELETE`` must say ``application/json``
+  (415 otherwise): a browser's cross-site "simple" request cannot, and one that tries is
+  preflighted, which the Origin check refuses.
+
+Then the bearer token, when one is set: REST routes need ``Authorization: Bearer <token>``;
+the WebSocket may send it in the upgrade or authenticate with its first frame.
+
+Listening beyond loopback without a token is refused at start (:func:`check_exposure`)
+unless the operator says ``--insecure``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from toolmesh.errors import ToolmeshError
+from toolmesh.gateway.auth import Auth
+
+log = logging.getLogger("toolmesh.gateway.access")
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+JSON = "application/json"
+#: routes that do their own authentication, or need none
+PUBLIC_PATHS = frozenset({"/api/v1/health", "/api/v1/socket"})
+CORS_HEADERS = "Authorization, Content-Type, X-Workspace"
+CORS_METHODS = "GET, POST, OPTIONS"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: set on every request that passed the checks: whether it carried the token
+AUTHENTICATED = web.RequestKey("authenticated", bool)
+
+
+class AccessError(ToolmeshError):
+    """The gateway's access settings are unusable (an invalid origin, no token off-loopback)."""
+
+    type = "access-error"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` only accepts connections from this machine."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(*, host: str, token: str | None, insecure: bool) -> None:
+    """Refuse to listen beyond loopback without a token (unless ``insecure``)."""
+    if is_loopback(host) or token:
+        return
+    if not insecure:
+        raise AccessError(
+            f"refusing to listen on {host} without a token: anyone who can reach this address "
+            "could change config and call tools. Set TOOLMESH_GATEWAY_TOKEN (or "
+            "--token-file PATH), or listen on 127.0.0.1, or pass --insecure to accept the risk")
+    log.warning("INSECURE: listening on %s with no token (--insecure): anyone who can reach "
+                "it, and any web page by DNS rebinding, can change config and call tools", host)
+
+
+def normalize_origin(origin: str) -> str | None:
+    """``scheme://host[:port]`` lower-cased, default port dropped; ``None`` if not an origin."""
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in ("http", "https") or not host or parts.path not in ("", "/") \
+            or parts.query or parts.username:
+        return None
+    if ":" in host:
+        host = f"[{host}]"
+    if port is None or (scheme, port) in (("http", 80), ("https", 443)):
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+def _netloc(origin: str) -> str:
+    return origin.split("://", 1)[1]
+
+
+def _host_name(host_header: str) -> str:
+    """The name part of a ``Host`` header: ``localhost:8888`` → ``localhost``."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _default_port_dropped(host_header: str, scheme: str) -> str:
+    host = host_header.strip().lower()
+    for s, port in (("http", ":80"), ("https", ":443")):
+        if scheme == s and host.endswith(port):
+            return host[: -len(port)]
+    return host
+
+
+def error_response(status: int, type: str, message: str) -> web.Response:
+    return web.json_response({"error": {"type": type, "message": message}}, status=status)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccessPolicy:
+    """The origin, host and content-type rules, and the token check, as aiohttp middleware."""
+
+    auth: Auth
+    #: cross-origin callers the operator allows (normalised origins)
+    allow_origins: frozenset[str] = frozenset()
+    #: ``Host`` names accepted besides loopback's (lower-cased)
+    allow_hosts: frozenset[str] = frozenset()
+    #: whether ``Host`` is checked (listening on loopback, or ``--allow-host`` given)
+    check_host: bool = True
+
+    @classmethod
+    def build(cls, *, listen_host: str, auth: Auth, allow_origins: Iterable[str] = (),
+              allow_hosts: Iterable[str] = ()) -> AccessPolicy:
+        """The policy for a gateway listening on ``listen_host``; :class:`AccessError` for an
+        ``--allow-origin`` that is not an origin."""
+        origins = set()
+        for origin in allow_origins:
+            normal = normalize_origin(origin)
+            if normal is None:
+                raise AccessError(f"--allow-origin {origin!r} is not an origin: give "
+                                  "scheme://host[:port], e.g. http://localhost:5173 "
+                                  "(no path, no wildcard)")
+            origins.add(normal)
+        hosts = {h.strip().lower() for h in allow_hosts if h.strip()}
+        if not is_loopback(listen_host) and listen_host not in ("", "0.0.0.0", "::"):
+            hosts.add(listen_host.lower())
+        return cls(auth=auth, allow_origins=frozenset(origins), allow_hosts=frozenset(hosts),
+                   check_host=is_loopback(listen_host) or bool(hosts - {listen_host.lower()}))
+
+    # -- the checks ------------------------------------------------------------------------
+
+    def host_allowed(self, host_header: str | None) -> bool:
+        if not self.check_host or host_header is None:
+            return True  # no Host at all: not a browser (HTTP/1.0 tools)
+        name = _host_name(host_header)
+        return name in LOOPBACK_NAMES or name in self.allow_hosts \
+            or name.strip("[]") in self.allow_hosts
+
+    def origin_allowed(self, origin: str, host_header: str | None) -> bool:
+        normal = normalize_origin(origin)
+        if normal is None:  # "null" (sandboxed frames, file://) and garbage
+            return False
+        if normal in self.allow_origins:
+            return True
+        # same origin: the page was loaded from the very host this request was sent to
+        scheme = normal.split("://", 1)[0]
+        return host_header is not None and \
+            _netloc(normal) == _default_port_dropped(host_header, scheme)
+
+    def refusal(self, request: web.Request) -> web.Response | None:
+        """The response that refuses ``request``, or ``None`` if it may go on."""
+        host = request.headers.get("Host")
+        if not self.host_allowed(host):
+            return error_response(403, "forbidden-host", (
+                f"requests for host {host!r} are refused: this gateway listens on loopback and "
+                "answers only to localhost, 127.0.0.1 and [::1] (a page that rebinds its own "
+                "name to this machine is kept out); start it with --allow-host NAME to "
+                "accept another name"))
+        origin = request.headers.get("Origin")
+        if origin is not None and not self.origin_allowed(origin, host):
+            return error_response(403, "forbidden-origin", (
+                f"requests from origin {origin!r} are refused: web pages of other origins may "
+                "not use this gateway; start it with --allow-origin ORIGIN to allow one"))
+        if request.method in BODY_METHODS and request.content_type != JSON:
+            return error_response(415, "unsupported-media-type", (
+                f"send the body as JSON with 'Content-Type: {JSON}' (got "
+                f"{request.headers.get('Content-Type') or 'none'!r}), e.g. "
+                f"curl -H 'Content-Type: {JSON}' -d '{{...}}' or curl --json '{{...}}'"))
+        return None
+
+    def authenticated(self, request: web.Request) -> bool:
+        """Whether the upgrade or request itself carries the token (header or ``?token=``)."""
+        return self.auth.accepts_header(request.headers.get("Authorization")) or (
+            request.path == "/api/v1/socket" and self.auth.accepts(request.query.get("token")))
+
+    # -- middleware ------------------------------------------------------------------------
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        refusal = self.refusal(request)
+        if refusal is not None:
+            return refusal
+        origin = request.headers.get("Origin")
+        if request.method == "OPTIONS":
+            return self._preflight(origin)
+        request[AUTHENTICATED] = self.authenticated(request)
+        if request.path not in PUBLIC_PATHS and not request[AUTHENTICATED]:
+            return error_response(401, "auth-failed", "a valid bearer token is required "
+                                                      "(Authorization: Bearer <token>)")
+        response = await handler(request)
+        if origin is not None and not response.prepared:
+            self._cors(response.headers, origin)
+        return response
+
+    def _preflight(self, origin: str | None) -> web.Response:
+        # Only reached by allowed origins (or without Origin, where CORS means nothing).
+        response = web.Response(status=204)
+        if origin is not None:
+            self._cors(response.headers, origin)
+            response.headers["Access-Control-Allow-Methods"] = CORS_METHODS
+            response.headers["Access-Control-Allow-Headers"] = CORS_HEADERS
+            response.headers["Access-Control-Max-Age"] = "600"
+        return response
+
+    @staticmethod
+    def _cors(headers: Any, origin: str) -> None:
+        headers["Access-Control-Allow-Origin"] = origin
+        headers["Vary"] = "Origin"
