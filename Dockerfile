@@ -2,7 +2,10 @@
 # prompt, text-completion, mcp-tool, joke or MODULE:CLASS). See docs/deployment.md.
 #
 #   docker build -t toolmesh .
-#   docker run --rm -p 127.0.0.1:8888:8888 toolmesh serve   # all in one process
+#   docker run --rm -p 127.0.0.1:8888:8888 -e TOOLMESH_GATEWAY_TOKEN toolmesh serve   # all in one
+#
+# The gateway listens on 0.0.0.0 inside the container, so it needs TOOLMESH_GATEWAY_TOKEN (or
+# TOOLMESH_GATEWAY_TOKEN_FILE, e.g. a mounted secret): without one it exits at start, saying so.
 #   docker run --rm -e TOOLMESH_BUS=amqp://guest:guest@rabbit:5672/ toolmesh run joke
 
 # --- build stage: install into a virtual environment; nothing of this stage but the venv ships

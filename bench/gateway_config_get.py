@@ -2,8 +2,9 @@
 endpoint (/api/v1/health) of the same server, measured in the same run.
 
 Starts `toolmesh serve` as its own process (embedded bus, SQLite store) on a free port, loads
-the joke tool config, then prints p50 latency (sequential calls on a keep-alive connection)
-and calls/s (32 concurrent clients) for both, and their ratio.
+the joke tool config and an `mcp` item with a token, then prints p50 latency (sequential
+calls on a keep-alive connection) and calls/s (32 concurrent clients) for the floor, a get of
+the tool and a get of the mcp item (whose token the gateway masks), and their ratios.
 
     python bench/gateway_config_get.py [--calls N]
 """
@@ -23,6 +24,9 @@ from pathlib import Path
 import aiohttp
 
 GET = {"operation": "get", "keys": [{"type": "tool", "key": "tell-joke"}]}
+GET_MCP = {"operation": "get", "keys": [{"type": "mcp", "key": "weather"}]}
+MCP = json.dumps({"url": "http://127.0.0.1:9000/mcp?api_key=k3y", "remote-name": "weather",
+                  "auth-token": "t0ken-t0ken"})
 TOOL = json.dumps({"type": "tool-service", "name": "tell-joke", "description": "Tell a joke",
                    "service": "joke-service", "arguments": [
                        {"name": "topic", "type": "string", "description": "The topic"}]})
@@ -82,19 +86,25 @@ async def main() -> None:
         try:
             async with aiohttp.ClientSession() as session:
                 async with session.post(base + "api/v1/config", json={"operation": "put", "values": [
-                        {"type": "tool", "key": "tell-joke", "value": TOOL}]}) as r:
-                    assert (await r.json())["error"] is None
+                        {"type": "tool", "key": "tell-joke", "value": TOOL},
+                        {"type": "mcp", "key": "weather", "value": MCP}]}) as r:
+                    assert "error" not in await r.json()
                 floor_p50, floor_rate = await measure(session, "GET", base + "api/v1/health",
                                                       None, args.calls)
                 get_p50, get_rate = await measure(session, "POST", base + "api/v1/config", GET,
                                                   args.calls)
+                mcp_p50, mcp_rate = await measure(session, "POST", base + "api/v1/config",
+                                                  GET_MCP, args.calls)
         finally:
             proc.terminate()
             await proc.wait()
     print(f"floor  GET /api/v1/health       p50 {floor_p50 * 1e3:6.2f} ms  {floor_rate:7.0f} calls/s")
     print(f"config POST /api/v1/config get  p50 {get_p50 * 1e3:6.2f} ms  {get_rate:7.0f} calls/s")
+    print(f"mcp    get (token masked)       p50 {mcp_p50 * 1e3:6.2f} ms  {mcp_rate:7.0f} calls/s")
     print(f"ratio  config get / floor        p50 {get_p50 / floor_p50:5.2f}x   "
           f"throughput {floor_rate / get_rate:5.2f}x")
+    print(f"ratio  mcp get / floor           p50 {mcp_p50 / floor_p50:5.2f}x   "
+          f"throughput {floor_rate / mcp_rate:5.2f}x")
 
 
 if __name__ == "__main__":

@@ -86,10 +86,14 @@ def empty_env_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+#: the one setting compose cannot start without
+TOKEN = {"TOOLMESH_GATEWAY_TOKEN": "t0ken"}
+
+
 @pytest.fixture(scope="module")
 def default(compose: None, empty_env_file: Path) -> dict[str, Any]:
-    """`docker compose config` with nothing set: RabbitMQ, offline demo model."""
-    return load_config(env_file=empty_env_file)
+    """`docker compose config` with only the token set: RabbitMQ, offline demo model."""
+    return load_config(env_file=empty_env_file, **TOKEN)
 
 
 @pytest.fixture(scope="module")
@@ -160,9 +164,29 @@ def test_gateway_listens_on_all_addresses_inside_published_on_loopback_only(
             for p in gateway["ports"]] == [("127.0.0.1", "8888", 8888, "tcp")]
     # nothing else is reachable from outside the host
     assert [name for name, s in pulsar["services"].items() if s.get("ports")] == ["gateway"]
-    # no token by default (loopback only); the variable passes through
-    assert not default["services"]["gateway"]["environment"].get("TOOLMESH_GATEWAY_TOKEN")
+    # the token passes through (and is required: see the test below)
+    assert default["services"]["gateway"]["environment"]["TOOLMESH_GATEWAY_TOKEN"] == "t0ken"
     assert pulsar["services"]["gateway"]["environment"]["TOOLMESH_GATEWAY_TOKEN"] == "s3cret"
+
+
+def test_compose_refuses_to_start_without_a_gateway_token(compose: None,
+                                                          empty_env_file: Path) -> None:
+    done = compose_config(COMPOSE_FILE, env_file=empty_env_file)
+    assert done.returncode != 0
+    assert "set TOOLMESH_GATEWAY_TOKEN" in done.stderr and "refuses to start" in done.stderr
+
+
+def test_security_settings_pass_through(compose: None, empty_env_file: Path) -> None:
+    config = load_config(env_file=empty_env_file, **TOKEN, TOOLMESH_SECRET_KEY="k",
+                         TOOLMESH_MCP_STDIO_ALLOW="uvx", TOOLMESH_ALLOW_ORIGINS="http://x:1")
+    services = config["services"]
+    assert services["config"]["environment"]["TOOLMESH_SECRET_KEY"] == "k"
+    assert services["config"]["environment"]["TOOLMESH_MCP_STDIO_ALLOW"] == "uvx"
+    assert services["mcp-tool"]["environment"]["TOOLMESH_MCP_STDIO_ALLOW"] == "uvx"
+    assert services["gateway"]["environment"]["TOOLMESH_ALLOW_ORIGINS"] == "http://x:1"
+    # the key stays with the config service: no other part needs it
+    assert [n for n, s in services.items()
+            if "TOOLMESH_SECRET_KEY" in (s.get("environment") or {})] == ["config"]
 
 
 def test_llm_settings_pass_through_to_text_completion(
@@ -237,7 +261,7 @@ def test_a_broken_compose_file_is_rejected(compose: None, empty_env_file: Path,
     assert broken != text, "the breakage did not apply; update the test"
     path = tmp_path / "docker-compose.yml"
     path.write_text(broken)
-    done = compose_config(path, "--profile", "pulsar", env_file=empty_env_file)
+    done = compose_config(path, "--profile", "pulsar", env_file=empty_env_file, **TOKEN)
     assert done.returncode != 0, f"{breakage}: docker compose config accepted it"
     assert complaint in done.stderr, done.stderr
 
@@ -247,7 +271,7 @@ def test_an_unbroken_copy_is_accepted(compose: None, empty_env_file: Path,
     """The control for the test above: the copy itself passes the same way."""
     path = tmp_path / "docker-compose.yml"
     path.write_text(COMPOSE_FILE.read_text())
-    done = compose_config(path, "--profile", "pulsar", env_file=empty_env_file)
+    done = compose_config(path, "--profile", "pulsar", env_file=empty_env_file, **TOKEN)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["services"]["joke"]["build"]["context"] == str(ROOT)
 
