@@ -66,6 +66,7 @@ async def test_toolmesh_mcp_set_show_delete(served: Served) -> None:
     code, out, err = await run_toolmesh("mcp", "set", "weather", "--url", "https://mcp.example/mcp",
                                         "--remote-name", "get_weather", "--auth-token", SECRET, *u)
     assert code == 0 and "stored mcp/weather" in err, err
+    assert "--auth-token is visible to other users" in err and "--auth-token-file" in err
     outputs += [out, err]
     weather = {"url": "https://mcp.example/mcp", "remote-name": "get_weather",
                "auth-token": SECRET}
@@ -286,3 +287,15 @@ async def test_invoke_failures_are_one_line() -> None:
         (["weather", "--param", "novalue", "-u", DOWN], "--param 'novalue' is not NAME=VALUE"),
     ]:
         one_line_failure(await run_toolmesh("mcp", "invoke", *args), complaint)
+
+
+async def test_mcp_set_reads_the_token_from_a_file(served: Served, tmp_path: Path) -> None:
+    (tmp_path / "token").write_text(SECRET + "\n")
+    code, out, err = await run_toolmesh("mcp", "set", "w", "--url", "https://mcp.example/mcp",
+                                        "--auth-token-file", str(tmp_path / "token"),
+                                        "-u", served.url)
+    assert code == 0 and "process list" not in err, err
+    assert stored_raw(served, "mcp/w")["auth-token"] == SECRET
+    one_line_failure(await run_toolmesh("mcp", "set", "w", "--url", "https://mcp.example/mcp",
+                                        "--auth-token-file", str(tmp_path / "nope"),
+                                        "-u", served.url), "cannot read --auth-token-file")

@@ -11,6 +11,7 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from toolmesh.cli import config_cmd
@@ -59,7 +60,11 @@ def add_parser(commands: Any) -> None:
 def add_server_flags(p: argparse.ArgumentParser) -> None:
     """The flags describing the server side of an MCP tool, besides its URL."""
     p.add_argument("-r", "--remote-name", help="the tool's name on the MCP server (default: ID)")
-    p.add_argument("--auth-token", help="bearer token sent to the MCP server")
+    token = p.add_mutually_exclusive_group()
+    token.add_argument("--auth-token", help="bearer token sent to the MCP server (visible in "
+                                            "the process list: prefer --auth-token-file)")
+    token.add_argument("--auth-token-file", metavar="PATH",
+                       help="read the bearer token sent to the MCP server from this file")
     p.add_argument("--transport", choices=MCP_TRANSPORTS,
                    help="default streamable-http; stdio runs --command as a child process")
     p.add_argument("--command", help="stdio: the program that is the MCP server")
@@ -75,6 +80,17 @@ def add_parameter_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--param", action="append", metavar="K=V",
                    help="one parameter: k=text, or k:=JSON for a number, list, ... (repeat; "
                         "added to -P)")
+
+
+def read_secret_file(path: str) -> str:
+    """The token in the file at ``path``, surrounding whitespace removed."""
+    try:
+        text = Path(path).expanduser().read_text().strip()
+    except OSError as e:
+        raise CliError(f"cannot read --auth-token-file {path!r}: {e.strerror or e}") from None
+    if not text:
+        raise CliError(f"--auth-token-file {path!r} is empty")
+    return text
 
 
 def parse_pair(text: str, flag: str) -> tuple[str, Any]:
@@ -111,7 +127,9 @@ def mcp_item(id: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.server_url:
         item["url"] = args.server_url
     item["remote-name"] = args.remote_name or id
-    if args.auth_token:
+    if args.auth_token_file:
+        item["auth-token"] = read_secret_file(args.auth_token_file)
+    elif args.auth_token:
         item["auth-token"] = args.auth_token
     if args.transport:
         item["transport"] = args.transport
@@ -190,6 +208,9 @@ def result_text(result: Any, indent: int = 2) -> str:
 def run(args: argparse.Namespace) -> int:
     command = args.mcp_command
     if command == "set":
+        if args.auth_token:
+            print("toolmesh: warning: --auth-token is visible to other users of this machine in "
+                  "the process list; prefer --auth-token-file PATH", file=sys.stderr)
         version = config_cmd.put(args, MCP_TYPE, args.id, json.dumps(mcp_item(args.id, args)))
         print(f"stored mcp/{args.id} (version {version})", file=sys.stderr)
     elif command == "show":
