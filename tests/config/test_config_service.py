@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import Backend
-from toolmesh import Message, RequestError
+from toolmesh import Bus, Message, RequestError
 from toolmesh.config.client import ConfigClient, ConfigSnapshot, ConfigWatcher
-from toolmesh.config.service import CONFIG_PUSH_QUEUE, ConfigService
+from toolmesh.config.service import CONFIG_PUSH_QUEUE, ConfigService, empty_response
 from toolmesh.config.store import open_store
 
 JOKE_SERVICE = json.dumps({"id": "joke-service", "request-queue": "non-persistent://tg/request/joke",
@@ -142,6 +143,89 @@ async def test_every_change_is_pushed_with_its_version_and_types(
         assert await pushes.get() == {"version": 1, "changes": {"tool": ["default"],
                                                                 "tool-service": ["default"]}}
         assert await pushes.get() == {"version": 2, "changes": {"tool": ["w2"]}}
+
+
+# --- a request delivered more than once ----------------------------------------------------
+
+
+async def listen(bus: Bus, queue: str, *, id: str | None = None) -> asyncio.Queue[Any]:
+    """The bodies arriving on ``queue`` (only those with request id ``id``, if given)."""
+    bodies: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def on_message(message: Message) -> None:
+        if id is None or message.id == id:
+            bodies.put_nowait(message.json())
+
+    await bus.subscribe(queue, on_message, subscription=f"spy-{uuid.uuid4().hex[:8]}")
+    return bodies
+
+
+async def pushed_versions(pushes: asyncio.Queue[Any], *, until: int) -> list[int]:
+    """The versions of the change pushes (not start-up pushes) up to version ``until``."""
+    seen: list[int] = []
+    async with asyncio.timeout(10):
+        while not seen or seen[-1] < until:
+            push = await pushes.get()
+            if push["changes"]:
+                seen.append(push["version"])
+    return seen
+
+
+async def deliver(bus: Bus, service: ConfigService, body: dict[str, Any], *, id: str,
+                  copies: int) -> list[Any]:
+    """Send ``body`` with request id ``id`` ``copies`` times straight on the service's request
+    queue, as a broker redelivering it would; the answers."""
+    answers = await listen(bus, str(service.response_queue), id=id)
+    requests = await bus.producer(str(service.request_queue))
+    for _ in range(copies):
+        await requests.send(body, properties={"id": id})
+    async with asyncio.timeout(10):
+        return [await answers.get() for _ in range(copies)]
+
+
+CHANGES = {
+    "put": {"operation": "put", "values": [{"type": "tool", "key": "b", "value": TELL_JOKE}]},
+    "delete": {"operation": "delete", "keys": [{"type": "tool", "key": "a"}]},
+}
+
+
+@pytest.mark.parametrize("operation", sorted(CHANGES))
+async def test_a_change_delivered_twice_is_applied_once_pushed_once_and_answered_alike(
+        backend: Backend, config: tuple[ConfigService, ConfigClient], operation: str) -> None:
+    service, client = config
+    await client.put({("tool", "a"): TELL_JOKE})  # version 1
+    bus = await backend.connect()
+    pushes = await listen(bus, service.push_queue)
+    answers = await deliver(bus, service, CHANGES[operation], id=f"req-{uuid.uuid4()}", copies=2)
+    assert answers == [empty_response(2)] * 2
+    expected = ({"tool": {"a": TELL_JOKE, "b": TELL_JOKE}} if operation == "put" else {})
+    assert await client.config() == (2, expected)
+    await client.put({("prompt", "p"): "later"})  # 3: its push comes after any push of a copy
+    assert await pushed_versions(pushes, until=3) == [2, 3]
+
+
+async def test_a_redelivery_to_another_service_process_answers_the_first_version_and_pushes_again(
+        backend: Backend, tmp_path: Path) -> None:
+    # The process that applied the request may have died before its push went out: the one
+    # that gets the redelivery cannot know, so it pushes again (watchers ignore a repeat).
+    topic = backend.topic("config")
+    queues = {"request_queue": f"request:tg:{topic}", "response_queue": f"response:tg:{topic}",
+              "push_queue": f"notify:tg:{topic}"}
+    bus = await backend.connect()
+    pushes = await listen(bus, queues["push_queue"])
+    request_id = f"req-{uuid.uuid4()}"
+    answers = []
+    for _ in range(2):  # two processes in turn, each with its own connection to one store
+        store = await open_store(str(tmp_path / "config.db"))
+        async with ConfigService(await backend.connect(), store, **queues) as service:
+            answers += await deliver(bus, service, CHANGES["put"], id=request_id, copies=1)
+        await store.close()
+    assert answers == [empty_response(1)] * 2
+    assert await pushed_versions(pushes, until=1) == [1]
+    assert await pushed_versions(pushes, until=1) == [1]
+    store = await open_store(str(tmp_path / "config.db"))
+    assert await store.version() == 1
+    await store.close()
 
 
 class Recorder:

@@ -22,6 +22,8 @@ import pytest
 
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.store import ConfigStore, open_store
+from toolmesh.config.store.postgres import PostgresConfigStore
+from toolmesh.config.store.sqlite import SQLiteConfigStore
 from toolmesh.errors import ToolmeshError
 
 POSTGRES_URL = os.environ.get("TOOLMESH_TEST_POSTGRES", "postgresql://root@127.0.0.1:5432/test")
@@ -46,10 +48,61 @@ class Backend:
     schema: str | None = None  # PostgreSQL only
     stores: list[ConfigStore] = field(default_factory=list)
 
-    async def open(self) -> ConfigStore:
-        store = await open_store(self.url)
+    async def open(self, **options: Any) -> ConfigStore:
+        """A store on this backend; ``options`` go to the backend's constructor."""
+        store: ConfigStore
+        if not options:
+            store = await open_store(self.url)
+        else:
+            store = (SQLiteConfigStore(self.path, **options) if self.path is not None
+                     else PostgresConfigStore(self.url, **options))
+            await store.open()
         self.stores.append(store)
         return store
+
+    async def sql(self, statement: str) -> list[tuple[Any, ...]]:
+        """Run ``statement`` on the backend's database itself; ``{s}`` is the schema prefix."""
+        if self.path is not None:
+            with contextlib.closing(sqlite3.connect(self.path)) as db:
+                rows = db.execute(statement.format(s="")).fetchall()
+                db.commit()
+                return rows
+        conn = await asyncpg.connect(POSTGRES_URL)
+        try:
+            rows = await conn.fetch(statement.format(s=f"{_qi(self.schema or '')}."))
+        finally:
+            await conn.close()
+        return [tuple(r) for r in rows]
+
+    async def applied(self) -> dict[str, int]:
+        """The recorded ``request id -> version``, as the database holds them."""
+        rows = await self.sql("SELECT request_id, version FROM {s}toolmesh_config_applied")
+        return {r: int(v) for r, v in rows}
+
+    async def refuse_request_record(self) -> None:
+        """Make the database reject recording the request id ``REFUSED``: a failure after the
+        data is written, inside the same transaction."""
+        if self.path is not None:
+            await self.sql("CREATE TRIGGER refuse_record BEFORE INSERT ON toolmesh_config_applied"
+                           f" WHEN NEW.request_id = '{REFUSED}'"
+                           " BEGIN SELECT RAISE(ABORT, 'record refused by the test trigger'); END")
+            return
+        s = _qi(self.schema or "")
+        conn = await asyncpg.connect(POSTGRES_URL)
+        try:
+            await conn.execute(f"""
+                CREATE FUNCTION {s}.refuse_record() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF NEW.request_id = '{REFUSED}' THEN
+                        RAISE EXCEPTION 'record refused by the test trigger';
+                    END IF;
+                    RETURN NEW;
+                END $$;
+                CREATE TRIGGER refuse_record BEFORE INSERT ON {s}.toolmesh_config_applied
+                    FOR EACH ROW EXECUTE FUNCTION {s}.refuse_record();
+            """)
+        finally:
+            await conn.close()
 
     async def refuse_value(self) -> None:
         """Make the database itself reject any row whose value is ``REFUSED``.
@@ -235,6 +288,10 @@ async def test_an_invalid_item_anywhere_in_a_put_writes_nothing(store: ConfigSto
     pytest.param(lambda s: s.keys(WS, 3), id="keys-int-type"),
     pytest.param(lambda s: s.values("", "t"), id="values-empty-workspace"),
     pytest.param(lambda s: s.dump(None), id="dump-none-workspace"),
+    pytest.param(lambda s: s.put(WS, [("t", "k", "w")], request_id=""), id="put-empty-request-id"),
+    pytest.param(lambda s: s.put(WS, [("t", "k", "w")], request_id="a\x00b"),
+                 id="put-nul-in-request-id"),
+    pytest.param(lambda s: s.delete(WS, [("t", "k")], request_id=7), id="delete-int-request-id"),
 ])
 async def test_invalid_arguments_raise_config_error_and_change_nothing(store: ConfigStore,
                                                                       call: Any) -> None:
@@ -259,6 +316,120 @@ async def test_a_failure_inside_the_transaction_rolls_back_the_whole_put(
     # the store is still usable, and the failed put did not burn a version number
     assert await store.put(WS, [("tool", "b", "fine")]) == 2
     assert await store.dump(WS) == {"tool": {"a": "old a", "b": "fine"}}
+
+
+# --- idempotency by request id ------------------------------------------------------------
+
+
+async def test_a_repeated_request_id_writes_nothing_and_answers_the_first_version(
+        backend: Backend, store: ConfigStore) -> None:
+    other = await backend.open()  # a second process, as after a crash and a redelivery
+    assert await store.put(WS, [("t", "a", "1")], request_id="r1") == 1
+    assert await store.put(WS, [("t", "a", "1")], request_id="r1") == 1
+    assert await other.put(WS, [("t", "a", "1")], request_id="r1") == 1
+    # an id stands for one request: a repeat is not applied whatever it carries
+    assert await store.put(WS, [("t", "a", "changed"), ("t", "b", "2")], request_id="r1") == 1
+    assert await store.version() == 1
+    assert await store.dump(WS) == {"t": {"a": "1"}}
+
+    assert await store.delete(WS, [("t", "a")], request_id="r2") == 2
+    await store.put(WS, [("t", "a", "back")])  # 3, no request id
+    assert await other.delete(WS, [("t", "a")], request_id="r2") == 2
+    assert await store.put(WS, [("t", "c", "3")], request_id="r2") == 2
+    assert await store.version() == 3
+    assert await store.dump(WS) == {"t": {"a": "back"}}
+    assert await backend.applied() == {"r1": 1, "r2": 2}
+
+
+async def test_different_request_ids_and_no_request_id_are_separate_writes(
+        store: ConfigStore) -> None:
+    seen = [await store.put(WS, [("t", "k", "v")], request_id=r) for r in ("a", "A", "a ")]
+    seen += [await store.put(WS, [("t", "k", "v")]), await store.put(WS, [("t", "k", "v")])]
+    seen += [await store.delete(WS, [("t", "k")], request_id="b"),
+             await store.delete(WS, [("t", "k")])]
+    assert seen == [1, 2, 3, 4, 5, 6, 7]
+    assert await store.version() == 7
+
+
+async def test_copies_of_one_request_written_at_once_are_applied_once(
+        backend: Backend, store: ConfigStore) -> None:
+    other = await backend.open()  # two processes handling copies of the same request at once
+    stores = [store, other]
+
+    async def write(i: int) -> int:
+        if i % 2:
+            return await stores[i % 4 // 2].put(WS, [("t", "same", str(i))], request_id="same")
+        return await stores[i % 4 // 2].put(WS, [("t", f"k{i}", "v")], request_id=f"other-{i}")
+
+    versions = await asyncio.gather(*(write(i) for i in range(40)))
+    same = {v for i, v in enumerate(versions) if i % 2}
+    others = [v for i, v in enumerate(versions) if not i % 2]
+    assert len(same) == 1
+    assert sorted([*same, *others]) == list(range(1, 22))  # 21 writes, gapless
+    assert await store.version() == 21
+    assert (await backend.applied())["same"] == same.pop()
+
+
+async def test_request_ids_are_remembered_for_the_last_n_versions(backend: Backend) -> None:
+    store = await backend.open(remembered_requests=5)
+    for i in range(12):
+        assert await store.put(WS, [("t", f"k{i}", "v")], request_id=f"r{i}") == i + 1
+        assert len(await backend.applied()) <= 5
+    # each write recording an id keeps those of the last 5 versions, its own included
+    assert await backend.applied() == {f"r{i}": i + 1 for i in range(7, 12)}
+    await store.put(WS, [("t", "x", "v")])  # 13: no id, no record
+    assert await store.put(WS, [("t", "k7", "v")], request_id="r7") == 8  # still known
+    # r3 was forgotten: a copy this late is applied again (the bound's price)
+    assert await store.put(WS, [("t", "k3", "v")], request_id="r3") == 14
+    assert await backend.applied() == {"r9": 10, "r10": 11, "r11": 12, "r3": 14}
+    assert await store.version() == 14
+
+
+async def test_the_request_record_and_the_write_are_one_transaction(
+        backend: Backend, store: ConfigStore) -> None:
+    await backend.refuse_value()
+    await backend.refuse_request_record()
+    # the data fails: the id is not recorded, so the request can still be applied
+    with pytest.raises(ConfigError, match="nothing was written"):
+        await store.put(WS, [("t", "k", REFUSED)], request_id="r")
+    assert await store.put(WS, [("t", "k", "fine")], request_id="r") == 1
+    # the record fails after the data went in: the data goes too
+    with pytest.raises(ConfigError, match="record refused by the test trigger"):
+        await store.put(WS, [("t", "k", "lost"), ("t", "j", "lost")], request_id=REFUSED)
+    with pytest.raises(ConfigError, match="record refused by the test trigger"):
+        await store.delete(WS, [("t", "k")], request_id=REFUSED)
+    assert await store.version() == 1
+    assert await store.dump(WS) == {"t": {"k": "fine"}}
+    assert await backend.applied() == {"r": 1}
+
+
+async def test_a_store_made_before_request_ids_gets_their_table_on_open(
+        backend: Backend) -> None:
+    # the tables as they were before toolmesh_config_applied, with data at version 3
+    if backend.path is not None:
+        backend.path.parent.mkdir(mode=0o700)
+    else:
+        await backend.sql(f"CREATE SCHEMA {_qi(backend.schema or '')}")
+    await backend.sql("CREATE TABLE {s}toolmesh_config (workspace text NOT NULL, type text NOT"
+                      " NULL, key text NOT NULL, value text NOT NULL,"
+                      " PRIMARY KEY (workspace, type, key))")
+    await backend.sql("CREATE TABLE {s}toolmesh_config_version (id integer PRIMARY KEY"
+                      " CHECK (id = 1), version bigint NOT NULL)")
+    await backend.sql("INSERT INTO {s}toolmesh_config_version VALUES (1, 3)")
+    await backend.sql("INSERT INTO {s}toolmesh_config VALUES ('default', 't', 'old', 'kept')")
+    store = await backend.open()
+    assert await store.put(WS, [("t", "new", "v")], request_id="r") == 4
+    assert await store.put(WS, [("t", "new", "v")], request_id="r") == 4
+    assert await store.dump(WS) == {"t": {"old": "kept", "new": "v"}}
+    assert await backend.applied() == {"r": 4}
+
+
+@pytest.mark.parametrize("count", [0, -1, 1.5, True, None])
+async def test_remembered_requests_must_be_a_positive_int(tmp_path: Path, count: Any) -> None:
+    with pytest.raises(ConfigError, match="remembered_requests"):
+        SQLiteConfigStore(tmp_path / "c.db", remembered_requests=count)
+    with pytest.raises(ConfigError, match="remembered_requests"):
+        PostgresConfigStore(POSTGRES_URL, remembered_requests=count)
 
 
 async def test_unicode_and_odd_strings_are_stored_exactly(store: ConfigStore) -> None:

@@ -92,3 +92,14 @@ def test_a_bad_key_is_refused_with_how_to_make_one() -> None:
     with pytest.raises(SecretKeyError, match="not a Fernet key.*generate_key"):
         SecretBox.from_environment({"TOOLMESH_SECRET_KEY": "hunter2"})
     assert SecretBox.from_environment({}) is None
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["key", "no-key"])
+async def test_request_ids_go_through_to_the_wrapped_store(backend: Backend, keyed: bool) -> None:
+    store = SealedStore(await backend.open(), box(Fernet.generate_key()) if keyed else None)
+    assert await store.put(WS, [("mcp", "w", MCP)], request_id="r1") == 1
+    assert await store.put(WS, [("mcp", "w", MCP)], request_id="r1") == 1  # a redelivery
+    assert await store.delete(WS, [("mcp", "w")], request_id="r2") == 2
+    assert await store.delete(WS, [("mcp", "w")], request_id="r2") == 2
+    assert await store.version() == 2
+    assert await backend.applied() == {"r1": 1, "r2": 2}

@@ -38,23 +38,32 @@ class ConfigClient(RpcClient):
         self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue)
 
 
-    async def request(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Send a raw config request; :class:`RequestError` if the service answers an error."""
-        return await self._rpc.request(request, timeout=self.timeout)
+    async def request(self, request: Mapping[str, Any], *,
+                      request_id: str | None = None) -> dict[str, Any]:
+        """Send a raw config request; :class:`RequestError` if the service answers an error.
+
+        ``request_id``: send it as this id (default: a new one). The service applies a put or
+        delete once per id, so a call that timed out can be retried with the same id without
+        the risk of applying it twice; the retry answers the version the first one made.
+        """
+        return await self._rpc.request(request, timeout=self.timeout, request_id=request_id)
 
     async def put(self, values: Mapping[tuple[str, str], str], *,
-                  workspace: str = DEFAULT_WORKSPACE) -> int:
-        """Store ``{(type, key): value}`` atomically; the new version."""
+                  workspace: str = DEFAULT_WORKSPACE, request_id: str | None = None) -> int:
+        """Store ``{(type, key): value}`` atomically; the new version (see :meth:`request`
+        for ``request_id``)."""
         response = await self.request({
             "operation": "put", "workspace": workspace,
-            "values": [{"type": t, "key": k, "value": v} for (t, k), v in values.items()]})
+            "values": [{"type": t, "key": k, "value": v} for (t, k), v in values.items()]},
+            request_id=request_id)
         return int(response["version"])
 
     async def delete(self, keys: Sequence[tuple[str, str]], *,
-                     workspace: str = DEFAULT_WORKSPACE) -> int:
-        """Delete ``[(type, key)]``; the new version."""
+                     workspace: str = DEFAULT_WORKSPACE, request_id: str | None = None) -> int:
+        """Delete ``[(type, key)]``; the new version (see :meth:`request` for ``request_id``)."""
         response = await self.request({"operation": "delete", "workspace": workspace,
-                                       "keys": [{"type": t, "key": k} for t, k in keys]})
+                                       "keys": [{"type": t, "key": k} for t, k in keys]},
+                                      request_id=request_id)
         return int(response["version"])
 
     async def get(self, type: str, key: str, *, workspace: str = DEFAULT_WORKSPACE) -> str | None:

@@ -3,16 +3,23 @@
 Queues are TrustGraph's: requests on ``request:tg:config``, responses on
 ``response:tg:config``, and after every put/delete a push on ``notify:tg:config``:
 ``{"version": N, "changes": {"<type>": ["<workspace>"]}}``.
+
+Puts and deletes are idempotent by request id (the bus message's ``id``): a broker redelivers
+a request whose service died before acknowledging it, possibly after it was committed. The
+store applies a request id once and answers a repeat with the version it produced; whether a
+repeat is pushed again is decided in :mod:`toolmesh.config.pushed`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
-from toolmesh.bus.base import Bus, Producer
+from toolmesh.bus.base import Bus, Message, Producer
 from toolmesh.config.errors import ConfigError
+from toolmesh.config.pushed import PushedRequests
 from toolmesh.config.stdio import DENY_ALL, StdioAllowList
 from toolmesh.config.store.base import ConfigStore
 from toolmesh.config.validation import validate
@@ -29,6 +36,11 @@ CONFIG_PUSH_QUEUE = "notify:tg:config"
 DEFAULT_WORKSPACE = "default"
 
 OPERATIONS = ("get", "list", "getvalues", "config", "put", "delete")
+
+# The id of the request being handled. Service.handle does not receive the message, so
+# _on_request sets it around the handler: a ContextVar is per task, and a task handles one
+# delivery at a time.
+_request_id: ContextVar[str | None] = ContextVar("toolmesh_config_request_id", default=None)
 
 
 def empty_response(version: int | None = None) -> dict[str, Any]:
@@ -60,6 +72,7 @@ class ConfigService(Service):
         self.stdio_allow = stdio_allow
         self.push_queue = push_queue
         self._push: Producer | None = None
+        self._pushed = PushedRequests()
         self._handlers: dict[str, Callable[[str, dict[str, Any]], Any]] = {
             "get": self._get, "list": self._list, "getvalues": self._getvalues,
             "config": self._config, "put": self._put, "delete": self._delete,
@@ -74,6 +87,13 @@ class ConfigService(Service):
 
     def error_response(self, error: dict[str, str]) -> dict[str, Any]:
         return {**empty_response(), "error": error}
+
+    async def _on_request(self, message: Message) -> None:
+        token = _request_id.set(message.id or None)  # an empty id identifies nothing
+        try:
+            await super()._on_request(message)
+        finally:
+            _request_id.reset(token)
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         operation = request.get("operation")
@@ -110,6 +130,12 @@ class ConfigService(Service):
         return {**empty_response(version), "config": await self.store.dump(workspace)}
 
     async def _put(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
+        request_id = _request_id.get()
+        async with self._pushed.turn(request_id):
+            return await self._put_once(workspace, request, request_id)
+
+    async def _put_once(self, workspace: str, request: dict[str, Any],
+                        request_id: str | None) -> dict[str, Any]:
         raw = request.get("values")
         if not isinstance(raw, list) or not raw:
             raise ConfigError("put needs 'values': a non-empty list of {type, key, value}")
@@ -127,8 +153,8 @@ class ConfigService(Service):
         items = await self._keep_secrets(workspace, items)
         for type, key, value in items:
             validate(type, key, value, stdio_allow=self.stdio_allow)
-        version = await self.store.put(workspace, items)
-        await self._notify(version, workspace, {t for t, _, _ in items})
+        version = await self.store.put(workspace, items, request_id=request_id)
+        await self._notify(version, workspace, {t for t, _, _ in items}, request_id)
         return empty_response(version)
 
     async def _keep_secrets(self, workspace: str,
@@ -145,16 +171,25 @@ class ConfigService(Service):
         keys = _keys(request)
         if not keys:
             raise ConfigError("delete needs 'keys': a non-empty list of {type, key}")
-        version = await self.store.delete(workspace, keys)
-        await self._notify(version, workspace, {t for t, _ in keys})
+        request_id = _request_id.get()
+        async with self._pushed.turn(request_id):
+            version = await self.store.delete(workspace, keys, request_id=request_id)
+            await self._notify(version, workspace, {t for t, _ in keys}, request_id)
         return empty_response(version)
 
-    async def _notify(self, version: int, workspace: str, types: set[str]) -> None:
+    async def _notify(self, version: int, workspace: str, types: set[str],
+                      request_id: str | None) -> None:
+        """Push ``version`` unless this process already pushed it for ``request_id``."""
         assert self._push is not None
+        changed = ", ".join(sorted(types))
+        if self._pushed.pushed(request_id, version):
+            log.info("request %s again: it made config version %d (%s changed in workspace "
+                     "%r), already pushed", request_id, version, changed, workspace)
+            return
         await self._push.send({"version": version,
                                "changes": {t: [workspace] for t in sorted(types)}})
-        log.info("config version %d: %s changed in workspace %r", version,
-                 ", ".join(sorted(types)), workspace)
+        self._pushed.add(request_id, version)
+        log.info("config version %d: %s changed in workspace %r", version, changed, workspace)
 
 
 def type_of(value: Any) -> str:

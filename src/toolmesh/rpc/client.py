@@ -101,9 +101,14 @@ class RequestClient:
         waiter.put_nowait(body)
 
     async def request(self, body: Mapping[str, Any], *, timeout: float | None = DEFAULT_TIMEOUT,
-                      properties: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """Send one request and return its first response; raise :class:`RequestError`."""
-        request_id, inbox, deadline = await self._send(body, timeout, properties)
+                      properties: Mapping[str, str] | None = None,
+                      request_id: str | None = None) -> dict[str, Any]:
+        """Send one request and return its first response; raise :class:`RequestError`.
+
+        ``request_id``: the ``id`` to send instead of a new one — to retry a request as the
+        same request, which a service that is idempotent by id (config) applies once.
+        """
+        request_id, inbox, deadline = await self._send(body, timeout, properties, request_id)
         try:
             return await self._receive(inbox, deadline, timeout)
         finally:
@@ -126,12 +131,17 @@ class RequestClient:
             del self._waiting[request_id]
 
     async def _send(self, body: Mapping[str, Any], timeout: float | None,
-                    properties: Mapping[str, str] | None,
+                    properties: Mapping[str, str] | None, request_id: str | None = None,
                     ) -> tuple[str, asyncio.Queue[dict[str, Any]], float | None]:
         if self._producer is None or self._subscription is None:
             raise RequestError("the request client is not started; use 'async with' or start()",
                                type="client-closed")
-        request_id = str(uuid.uuid4())
+        if request_id is None:
+            request_id = str(uuid.uuid4())
+        elif request_id in self._waiting:
+            # two calls waiting on one id would steal each other's responses
+            raise RequestError(f"a call with request id {request_id!r} is still waiting",
+                               type="duplicate-request-id")
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._waiting[request_id] = inbox
         try:

@@ -148,12 +148,15 @@ class SealedStore:
 
     # --- writes --------------------------------------------------------------------------
 
-    async def put(self, workspace: str, values: Sequence[Item]) -> int:
+    async def put(self, workspace: str, values: Sequence[Item], *,
+                  request_id: str | None = None) -> int:
         if self.box is not None:
             box = self.box
             values = [(t, k, v if not isinstance(v, str) else seal_value(t, v, box))
                       for t, k, v in values]
-        return await self.inner.put(workspace, values)
+        # the request id goes through untouched: the inner store records it with the write
+        return await self.inner.put(workspace, values, request_id=request_id)
 
-    async def delete(self, workspace: str, keys: Sequence[Key]) -> int:
-        return await self.inner.delete(workspace, keys)
+    async def delete(self, workspace: str, keys: Sequence[Key], *,
+                     request_id: str | None = None) -> int:
+        return await self.inner.delete(workspace, keys, request_id=request_id)

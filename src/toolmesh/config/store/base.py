@@ -8,6 +8,18 @@ and goes up by exactly 1 on every ``put`` and every ``delete`` call (even one th
 nothing), in the same transaction as the data, so a reader that sees version N sees every
 change up to N and versions are never skipped or handed out twice.
 
+Idempotency: ``put`` and ``delete`` take an optional ``request_id`` (the bus request's ``id``).
+A broker redelivers a request whose consumer died before acknowledging it, and the consumer
+may well have committed it already; so the store records "request R produced version V" in
+the same transaction as the data and the version bump (a crash cannot separate them), and a
+later call with a recorded R writes nothing, bumps nothing and returns V. A request id stands
+for one request: a second call with the same id is taken to be the same request, whatever it
+carries. The record is bounded: a write that records an id keeps only the ids of the last
+``remembered_requests`` versions (default :data:`REMEMBERED_REQUESTS`), its own included, so
+a duplicate is recognised while fewer than that many versions have passed since — a count,
+not an age, so the bound holds at any write rate and no clock is involved (machines sharing
+one PostgreSQL need not agree on the time).
+
 Validation happens before the backend is touched, so a bad request writes nothing:
 workspace, type and key must be non-empty strings; every string (values too) must be valid
 Unicode without NUL characters, because PostgreSQL cannot store NUL or lone surrogates in
@@ -26,6 +38,9 @@ Key = tuple[str, str]
 
 Item = tuple[str, str, str]
 """``(type, key, value)``."""
+
+REMEMBERED_REQUESTS = 10_000
+"""How many versions back a store recognises a request id (see the module docstring)."""
 
 
 @runtime_checkable
@@ -53,14 +68,20 @@ class ConfigStore(Protocol):
     async def dump(self, workspace: str) -> dict[str, dict[str, str]]:
         """The whole workspace as ``{type: {key: value}}``."""
 
-    async def put(self, workspace: str, values: Sequence[Item]) -> int:
+    async def put(self, workspace: str, values: Sequence[Item], *,
+                  request_id: str | None = None) -> int:
         """Write every ``(type, key, value)`` atomically (all or nothing); the new version.
 
-        If the same ``(type, key)`` appears twice, the last value wins.
+        If the same ``(type, key)`` appears twice, the last value wins. With a ``request_id``
+        already recorded: nothing is written, and the version it produced is returned.
         """
 
-    async def delete(self, workspace: str, keys: Sequence[Key]) -> int:
-        """Remove every ``(type, key)`` atomically; missing keys are fine; the new version."""
+    async def delete(self, workspace: str, keys: Sequence[Key], *,
+                     request_id: str | None = None) -> int:
+        """Remove every ``(type, key)`` atomically; missing keys are fine; the new version.
+
+        ``request_id`` as for :meth:`put`.
+        """
 
     async def workspaces(self) -> list[str]:
         """The workspaces holding at least one item, sorted."""
@@ -88,6 +109,19 @@ def check_name(what: str, value: Any) -> str:
     if not value:
         raise ConfigError(f"{what} must not be empty")
     return value
+
+
+def check_request_id(request_id: Any) -> str | None:
+    """``request_id`` if it is ``None`` or a storable non-empty string, else
+    :class:`ConfigError`."""
+    return None if request_id is None else check_name("request_id", request_id)
+
+
+def check_remembered(count: Any) -> int:
+    """``count`` if it is a positive int (how many versions back request ids are kept)."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ConfigError(f"remembered_requests must be a positive integer, not {count!r}")
+    return count
 
 
 def _check_sequence(what: str, items: Any) -> Sequence[Any]:

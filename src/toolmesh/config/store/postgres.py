@@ -6,7 +6,9 @@ created, with the tables, if missing. Other parameters (e.g. ``sslmode``) go to 
 
 Every write is one transaction that first bumps the version row with ``UPDATE ... RETURNING``.
 The row lock it takes serialises writers across machines, so versions are handed out once,
-without gaps (a rolled-back write gives its number back), and in commit order.
+without gaps (a rolled-back write gives its number back), and in commit order. The request-id
+check comes right after that lock is taken: in READ COMMITTED the check's statement sees every
+write committed before, so two machines handling the same request id cannot both apply it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from toolmesh.config.errors import ConfigError
-from toolmesh.config.store.base import Item, Key, check_items, check_keys, check_name
+from toolmesh.config.store.base import (
+    REMEMBERED_REQUESTS,
+    Item,
+    Key,
+    check_items,
+    check_keys,
+    check_name,
+    check_remembered,
+    check_request_id,
+)
 from toolmesh.urls import mask_url
 
 DEFAULT_SCHEMA = "public"
@@ -53,10 +64,21 @@ def split_schema(url: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(query=rest)), schema
 
 
-class PostgresConfigStore:
-    """A :class:`~toolmesh.config.store.base.ConfigStore` in PostgreSQL tables."""
+class _Replayed(Exception):
+    """Raised inside a write transaction (rolling it back) when its request id is recorded."""
 
-    def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
+    def __init__(self, version: int) -> None:
+        self.version = version
+
+
+class PostgresConfigStore:
+    """A :class:`~toolmesh.config.store.base.ConfigStore` in PostgreSQL tables.
+
+    ``remembered_requests``: how many versions back request ids are recognised.
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0,
+                 remembered_requests: int = REMEMBERED_REQUESTS) -> None:
         self._dsn, self.schema = split_schema(url)
         self.url = mask_url(url)  # only the masked form is kept for messages
         # secrets to scrub from driver messages: the user-info password and ?password=
@@ -65,10 +87,12 @@ class PostgresConfigStore:
                                                           if k.lower() == "password")] if p]
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
+        self.remembered_requests = check_remembered(remembered_requests)
         self._pool: asyncpg.Pool | None = None
         s = _quote_ident(self.schema)
         self._config = f"{s}.toolmesh_config"
         self._version = f"{s}.toolmesh_config_version"
+        self._applied = f"{s}.toolmesh_config_applied"
 
     def __repr__(self) -> str:
         return f"PostgresConfigStore({self.url!r})"
@@ -104,10 +128,12 @@ class PostgresConfigStore:
     async def _create_tables(self, conn: asyncpg.Connection) -> None:
         async with conn.transaction():
             present = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL"
-                                          " AND to_regclass($2) IS NOT NULL",
-                                          self._config, self._version)
+                                          " AND to_regclass($2) IS NOT NULL"
+                                          " AND to_regclass($3) IS NOT NULL",
+                                          self._config, self._version, self._applied)
             # skip DDL when the tables exist: CREATE ... IF NOT EXISTS still needs the CREATE
-            # privilege, which a deployment's runtime role may rightly lack
+            # privilege, which a deployment's runtime role may rightly lack (a store made
+            # before toolmesh_config_applied existed gets it here, once, from a role that may)
             if not present:
                 await conn.execute(_DDL_LOCK)
                 if not await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1",
@@ -125,6 +151,13 @@ class PostgresConfigStore:
                         id      integer PRIMARY KEY CHECK (id = 1),
                         version bigint NOT NULL
                     );
+                    CREATE TABLE IF NOT EXISTS {self._applied} (
+                        request_id text PRIMARY KEY,
+                        version    bigint NOT NULL,
+                        applied_at timestamptz NOT NULL DEFAULT now()
+                    );
+                    CREATE INDEX IF NOT EXISTS toolmesh_config_applied_version
+                        ON {self._applied} (version);
                 """)
             await conn.execute(f"INSERT INTO {self._version} (id, version) VALUES (1, 0)"
                                " ON CONFLICT (id) DO NOTHING")
@@ -196,27 +229,35 @@ class PostgresConfigStore:
 
     # --- writes --------------------------------------------------------------------------
 
-    async def put(self, workspace: str, values: Sequence[Item]) -> int:
-        """Write every ``(type, key, value)`` in one transaction; the new version."""
+    async def put(self, workspace: str, values: Sequence[Item], *,
+                  request_id: str | None = None) -> int:
+        """Write every ``(type, key, value)`` in one transaction; the new version (or, for a
+        recorded ``request_id``, the version it produced, writing nothing)."""
         check_name("workspace", workspace)
         items = check_items(values)
+        check_request_id(request_id)
         sql = (f"INSERT INTO {self._config} (workspace, type, key, value)"
                f" SELECT $1, t, k, v FROM unnest($2::text[], $3::text[], $4::text[]) AS u(t, k, v)"
                f" ON CONFLICT (workspace, type, key) DO UPDATE SET value = EXCLUDED.value")
         args = (workspace, [i[0] for i in items], [i[1] for i in items], [i[2] for i in items])
-        return await self._write("put", workspace, len(items), sql if items else None, args)
+        return await self._write("put", workspace, len(items), sql if items else None, args,
+                                 request_id)
 
-    async def delete(self, workspace: str, keys: Sequence[Key]) -> int:
-        """Remove every ``(type, key)`` in one transaction; the new version."""
+    async def delete(self, workspace: str, keys: Sequence[Key], *,
+                     request_id: str | None = None) -> int:
+        """Remove every ``(type, key)`` in one transaction; the new version (``request_id``
+        as for :meth:`put`)."""
         check_name("workspace", workspace)
         pairs = check_keys(keys)
+        check_request_id(request_id)
         sql = (f"DELETE FROM {self._config} c USING unnest($2::text[], $3::text[]) AS k(t, k)"
                f" WHERE c.workspace = $1 AND c.type = k.t AND c.key = k.k")
         args = (workspace, [t for t, _ in pairs], [k for _, k in pairs])
-        return await self._write("delete", workspace, len(pairs), sql if pairs else None, args)
+        return await self._write("delete", workspace, len(pairs), sql if pairs else None, args,
+                                 request_id)
 
     async def _write(self, op: str, workspace: str, count: int, sql: str | None,
-                     args: tuple[Any, ...]) -> int:
+                     args: tuple[Any, ...], request_id: str | None) -> int:
         pool = self._require_pool()
         try:
             async with pool.acquire() as conn, conn.transaction():
@@ -227,8 +268,23 @@ class PostgresConfigStore:
                 if version is None:
                     raise ConfigError(f"the config store at {self.url} has no version row in"
                                       f" {self._version}; was it emptied by hand?")
+                if request_id is not None:
+                    # a new statement after the lock: sees an earlier writer's record
+                    recorded = await conn.fetchval(f"SELECT version FROM {self._applied}"
+                                                   " WHERE request_id = $1", request_id)
+                    if recorded is not None:
+                        raise _Replayed(int(recorded))  # rolls back the bump
                 if sql is not None:
                     await conn.execute(sql, *args)
+                if request_id is not None:
+                    # the record, and forgetting ids too old to keep, in the same transaction
+                    await conn.execute(f"WITH pruned AS (DELETE FROM {self._applied}"
+                                       "  WHERE version <= $2::bigint - $3::bigint)"
+                                       f" INSERT INTO {self._applied} (request_id, version)"
+                                       " VALUES ($1, $2)",
+                                       request_id, version, self.remembered_requests)
+        except _Replayed as replay:
+            return replay.version
         except _DB_ERRORS as e:
             if isinstance(e, asyncpg.PostgresError) and not isinstance(
                     e, asyncpg.PostgresConnectionError):

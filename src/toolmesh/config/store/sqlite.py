@@ -4,6 +4,8 @@ All database work runs on one dedicated worker thread, so the event loop never b
 the connection is only ever used by the thread that made it. Writes start with
 ``BEGIN IMMEDIATE`` (take the write lock first), so several processes sharing the file still
 get distinct, gapless versions; they wait up to ``busy_timeout`` seconds for each other.
+The write lock also makes the request-id check and the write one step: two processes
+handling the same request id cannot both find it unrecorded.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from toolmesh.config.errors import ConfigError
-from toolmesh.config.store.base import Item, Key, check_items, check_keys, check_name
+from toolmesh.config.store.base import (
+    REMEMBERED_REQUESTS,
+    Item,
+    Key,
+    check_items,
+    check_keys,
+    check_name,
+    check_remembered,
+    check_request_id,
+)
 from toolmesh.files import private_dir, private_file
 
 T = TypeVar("T")
@@ -34,6 +45,13 @@ CREATE TABLE IF NOT EXISTS toolmesh_config_version (
     version INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO toolmesh_config_version (id, version) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS toolmesh_config_applied (
+    request_id TEXT PRIMARY KEY,
+    version    INTEGER NOT NULL,
+    applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+CREATE INDEX IF NOT EXISTS toolmesh_config_applied_version
+    ON toolmesh_config_applied (version);
 """
 
 _BUMP = "UPDATE toolmesh_config_version SET version = version + 1 WHERE id = 1 RETURNING version"
@@ -45,11 +63,14 @@ class SQLiteConfigStore:
     The file and its parent directories are created on :meth:`open` if missing — the
     folder 0700 and the files (the database, its WAL and shared-memory files) 0600, as they
     may hold secrets; existing files with wider modes are tightened, with a log line.
+    ``remembered_requests``: how many versions back request ids are recognised.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = 30.0) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout: float = 30.0,
+                 remembered_requests: int = REMEMBERED_REQUESTS) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
+        self.remembered_requests = check_remembered(remembered_requests)
         self._executor: ThreadPoolExecutor | None = None
         self._db: sqlite3.Connection | None = None
 
@@ -197,23 +218,29 @@ class SQLiteConfigStore:
 
     # --- writes --------------------------------------------------------------------------
 
-    async def put(self, workspace: str, values: Sequence[Item]) -> int:
-        """Write every ``(type, key, value)`` in one transaction; the new version."""
+    async def put(self, workspace: str, values: Sequence[Item], *,
+                  request_id: str | None = None) -> int:
+        """Write every ``(type, key, value)`` in one transaction; the new version (or, for a
+        recorded ``request_id``, the version it produced, writing nothing)."""
         check_name("workspace", workspace)
         items = check_items(values)
+        check_request_id(request_id)
         return await self._run(self._write, "put", workspace, len(items), self._put,
-                               [(workspace, t, k, v) for t, k, v in items])
+                               [(workspace, t, k, v) for t, k, v in items], request_id)
 
-    async def delete(self, workspace: str, keys: Sequence[Key]) -> int:
-        """Remove every ``(type, key)`` in one transaction; the new version."""
+    async def delete(self, workspace: str, keys: Sequence[Key], *,
+                     request_id: str | None = None) -> int:
+        """Remove every ``(type, key)`` in one transaction; the new version (``request_id``
+        as for :meth:`put`)."""
         check_name("workspace", workspace)
         pairs = check_keys(keys)
+        check_request_id(request_id)
         return await self._run(self._write, "delete", workspace, len(pairs), self._delete,
-                               [(workspace, t, k) for t, k in pairs])
+                               [(workspace, t, k) for t, k in pairs], request_id)
 
     def _write(self, op: str, workspace: str, count: int,
                fn: Callable[[sqlite3.Connection, list[tuple[str, ...]]], None],
-               rows: list[tuple[str, ...]]) -> int:
+               rows: list[tuple[str, ...]], request_id: str | None) -> int:
         db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -221,12 +248,21 @@ class SQLiteConfigStore:
             raise ConfigError(f"cannot {op} in the config store at {self.path}"
                               f" (nothing was written): {e}") from None
         try:
+            # under the write lock: no other writer can record this id between check and write
+            recorded = None if request_id is None else db.execute(
+                "SELECT version FROM toolmesh_config_applied WHERE request_id = ?",
+                (request_id,)).fetchone()
+            if recorded is not None:
+                db.execute("ROLLBACK")  # nothing was written: a replay
+                return int(recorded[0])
             row = db.execute(_BUMP).fetchone()
             if row is None:
                 raise ConfigError(f"the config store at {self.path} has no version row in"
                                   " toolmesh_config_version; was it emptied by hand?")
             version = int(row[0])
             fn(db, rows)
+            if request_id is not None:
+                self._record(db, request_id, version)
             db.execute("COMMIT")
         except BaseException as e:
             if db.in_transaction:  # a failed COMMIT may already have rolled back
@@ -237,6 +273,13 @@ class SQLiteConfigStore:
                               f" config store at {self.path} (nothing was written): {e}"
                               ) from None
         return version
+
+    def _record(self, db: sqlite3.Connection, request_id: str, version: int) -> None:
+        """Remember that ``request_id`` produced ``version``; forget ids too old to keep."""
+        db.execute("DELETE FROM toolmesh_config_applied WHERE version <= ?",
+                   (version - self.remembered_requests,))
+        db.execute("INSERT INTO toolmesh_config_applied (request_id, version) VALUES (?, ?)",
+                   (request_id, version))
 
     @staticmethod
     def _put(db: sqlite3.Connection, rows: list[tuple[str, ...]]) -> None:
