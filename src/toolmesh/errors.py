@@ -37,6 +37,13 @@ class BusError(ToolmeshError):
     type = "bus-error"
 
 
+class NoConsumer(BusError):
+    """A request was published where nothing can receive it: no queue is bound to its
+    exchange, or (on the in-memory bus) no consumer reads any of them."""
+
+    type = "no-consumer"
+
+
 class MalformedMessage(BusError):
     """A message whose body is not the JSON object the receiver expects."""
 

@@ -129,15 +129,21 @@ async def test_malformed_requests_get_error_responses_and_the_service_keeps_serv
     await raw.send_bytes(b"{broken", properties={"id": "bad-1"})
     await raw.send([1, 2, 3], properties={"id": "bad-2"})
     await raw.send_bytes(b"{broken")  # no id: nobody to answer, logged and dropped
+    await raw.send_bytes(b"[" * 100_000 + b"]" * 100_000, properties={"id": "deep"})
+    await raw.send_bytes(b'{"s": "\\ud800"}', properties={"id": "surrogate"})
     got = {}
     async with asyncio.timeout(10):
-        while len(got) < 2:
+        while len(got) < 4:
             rid, body = await answers.get()
             got[rid] = body
     assert got["bad-1"]["error"]["type"] == "malformed-request"
     assert "not JSON" in got["bad-1"]["error"]["message"]
     assert got["bad-2"]["error"] == {"type": "malformed-request",
                                      "message": "request must be a JSON object, not a JSON list"}
+    assert got["deep"]["error"]["type"] == "malformed-request"
+    assert "nested too deep" in got["deep"]["error"]["message"]
+    assert got["surrogate"]["error"]["type"] == "malformed-request"
+    assert "surrogate" in got["surrogate"]["error"]["message"]
     assert (await client.request({"still": "alive"}, timeout=10))["echo"] == {"still": "alive"}
 
 

@@ -43,12 +43,25 @@ class Message:
         return self.properties.get("id")
 
     def json(self) -> Any:
-        """The body decoded as JSON; :class:`MalformedMessage` if it is not JSON."""
+        """The body decoded as JSON; :class:`MalformedMessage` if it is not JSON, is nested
+        too deep to decode, or holds a lone surrogate (text no encoder could send on)."""
         try:
-            return json.loads(self.body)
+            value = json.loads(self.body)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             preview = self.body[:60]
             raise MalformedMessage(f"message body is not JSON ({e}): {preview!r}") from None
+        except RecursionError:
+            raise MalformedMessage("message body is nested too deep to decode") from None
+        if b"\\ud" in self.body or b"\\uD" in self.body:
+            # only then can decoding have produced a lone surrogate: check by encoding
+            try:
+                json.dumps(value, ensure_ascii=False).encode()
+            except UnicodeEncodeError:
+                raise MalformedMessage("message body holds a lone surrogate (like \\ud800), "
+                                       "which is not valid Unicode") from None
+            except RecursionError:
+                raise MalformedMessage("message body is nested too deep to decode") from None
+        return value
 
 
 Handler = Callable[[Message], Awaitable[None]]
@@ -63,11 +76,17 @@ class Producer(Protocol):
 
     queue: QueueId
 
-    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None) -> None:
-        """Publish ``value`` encoded as JSON."""
+    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None,
+                   mandatory: bool = False) -> None:
+        """Publish ``value`` encoded as JSON.
+
+        ``mandatory``: raise :class:`~toolmesh.errors.NoConsumer` instead of dropping the
+        message when the bus can tell that nothing will receive it (see the backends).
+        """
         ...
 
-    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None) -> None:
+    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None,
+                         mandatory: bool = False) -> None:
         """Publish an already encoded body."""
         ...
 
@@ -106,8 +125,16 @@ class Bus(Protocol):
 
 
 def encode(value: Any) -> bytes:
-    """The JSON encoding used on every bus."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    """The JSON encoding used on every bus.
+
+    Text holding a lone surrogate cannot be UTF-8: it is sent escaped instead, so the sender
+    never fails on it and the receiver refuses it as malformed (see :meth:`Message.json`).
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def string_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:

@@ -1,5 +1,8 @@
 """The in-process bus: asyncio queues with the same semantics as the brokers.
 
+A mandatory send (see :meth:`~toolmesh.bus.base.Producer.send`) fails with
+:class:`~toolmesh.errors.NoConsumer` when no consumer is attached to any queue of the exchange.
+
 ``memory://NAME`` names an in-process broker; every :func:`connect` to the same name in one
 process reaches the same broker (``memory://`` is the process's default one), so the parts of
 ``toolmesh serve`` connect by URL exactly as separate processes would to RabbitMQ. Bodies
@@ -18,7 +21,7 @@ from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, str
 from toolmesh.bus.delivery import run_handler
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
-from toolmesh.errors import BusError
+from toolmesh.errors import BusError, NoConsumer
 
 
 class _Queue:
@@ -64,6 +67,12 @@ class _Exchange:
         self.shared: dict[str, _Queue] = {}
         self.exclusive: set[_Queue] = set()
 
+    @property
+    def consumed(self) -> bool:
+        """True when some queue of the exchange has a consumer attached."""
+        return (any(q.consumers for q in self.shared.values())
+                or any(q.consumers for q in self.exclusive))
+
     def publish(self, message: Message) -> None:
         for q in self.shared.values():
             q.put(message)
@@ -95,12 +104,17 @@ class MemoryProducer:
         self._bus = bus
         self._exchange = exchange
 
-    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None) -> None:
-        await self.send_bytes(encode(value), properties=properties)
+    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None,
+                   mandatory: bool = False) -> None:
+        await self.send_bytes(encode(value), properties=properties, mandatory=mandatory)
 
-    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None) -> None:
+    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None,
+                         mandatory: bool = False) -> None:
         if self._bus.closed:
             raise BusError(f"cannot publish to {self.queue}: the bus is closed")
+        if mandatory and not self._exchange.consumed:
+            # in one process the bus sees every consumer: nobody reads this queue now
+            raise NoConsumer(f"nothing consumes {self.queue}")
         self._exchange.publish(Message(bytes(body), string_properties(properties)))
 
 

@@ -95,10 +95,15 @@ class PulsarProducer:
         self.queue = queue
         self._bus = bus
 
-    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None) -> None:
-        await self.send_bytes(encode(value), properties=properties)
+    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None,
+                   mandatory: bool = False) -> None:
+        await self.send_bytes(encode(value), properties=properties, mandatory=mandatory)
 
-    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None) -> None:
+    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None,
+                         mandatory: bool = False) -> None:
+        # ``mandatory`` is accepted and ignored: a Pulsar producer cannot tell whether any
+        # subscription will read the topic (that needs the admin API), so callers wait out
+        # their deadline instead.
         await self._bus.publish(self.queue, bytes(body), string_properties(properties))
 
 

@@ -38,7 +38,7 @@ from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, str
 from toolmesh.bus.delivery import run_handler
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
-from toolmesh.errors import BusError
+from toolmesh.errors import BusError, NoConsumer
 from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.bus.rabbitmq")
@@ -68,17 +68,19 @@ class RabbitMQProducer:
         self._mode = (aio_pika.DeliveryMode.PERSISTENT if queue.persistent
                       else aio_pika.DeliveryMode.NOT_PERSISTENT)
 
-    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None) -> None:
-        await self.send_bytes(encode(value), properties=properties)
+    async def send(self, value: Any, *, properties: Mapping[str, str] | None = None,
+                   mandatory: bool = False) -> None:
+        await self.send_bytes(encode(value), properties=properties, mandatory=mandatory)
 
-    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None) -> None:
+    async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None,
+                         mandatory: bool = False) -> None:
         message = aio_pika.Message(
             bytes(body),
             headers=dict(string_properties(properties)) or None,
             content_type="application/json",
             delivery_mode=self._mode,
         )
-        await self._bus.publish(self.queue, message)
+        await self._bus.publish(self.queue, message, mandatory=mandatory)
 
 
 class RabbitMQSubscription:
@@ -159,7 +161,8 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
                 reconnect_interval=reconnect_interval,
                 client_properties={"connection_name": name or f"toolmesh-{uuid.uuid4().hex[:8]}"},
             )
-            channel = await connection.channel(publisher_confirms=True)
+            # on_return_raises: a mandatory publish nobody's queue takes fails at once
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         except (OSError, aiormq.exceptions.AMQPError) as e:
             raise BusError(f"cannot connect to RabbitMQ at {mask_url(url)}: {e}") from None
         bus = cls(url, connection, channel, publish_timeout=publish_timeout)
@@ -201,13 +204,23 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         await self._retrying(q, lambda: self._exchange(q))
         return RabbitMQProducer(self, q)
 
-    async def publish(self, queue: QueueId, message: aio_pika.Message) -> None:
-        """Publish, waiting out a reconnection if the connection is down."""
+    async def publish(self, queue: QueueId, message: aio_pika.Message, *,
+                      mandatory: bool = False) -> None:
+        """Publish, waiting out a reconnection if the connection is down.
+
+        ``mandatory``: :class:`NoConsumer` when no queue is bound to the exchange (the broker
+        returns the message). A bound queue keeps the message until a consumer comes, so that
+        is not an error here.
+        """
         self._check_open(queue)
 
         async def once() -> None:
             exchange = await self._exchange(queue)
-            await exchange.publish(message, routing_key="")
+            try:
+                await exchange.publish(message, routing_key="", mandatory=mandatory)
+            except aiormq.exceptions.PublishError as e:
+                raise NoConsumer(f"nothing consumes {queue}: no queue is bound to exchange "
+                                 f"{exchange_name(queue)!r} ({e})") from None
 
         await self._retrying(queue, once)
 

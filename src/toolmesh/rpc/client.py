@@ -3,6 +3,14 @@
 One :class:`RequestClient` holds one response subscription and a table ``id -> waiter``; a
 response is a dict lookup away from the caller that waits for it. Responses whose id is not in
 the table (another client's, or a call that already timed out) are dropped.
+
+Requests are sent *mandatory*: when the bus can tell that nothing consumes the request queue
+(see :meth:`~toolmesh.bus.base.Producer.send`), the client either retries with backoff until a
+consumer appears or the deadline passes (``when_no_consumer="wait"``, for services calling
+services, so parts may start in any order) or fails at once with ``service-unavailable``
+(``"fail"``, for the gateway, whose caller is a person or a program that should know now).
+Each request carries its timeout, shortened to the deadline of the request being handled, if
+any (:mod:`toolmesh.rpc.deadline`).
 """
 
 from __future__ import annotations
@@ -12,15 +20,19 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subscription
 from toolmesh.bus.queue_id import parse_queue_id
-from toolmesh.errors import MalformedMessage, RequestError, RequestTimeout
+from toolmesh.errors import MalformedMessage, NoConsumer, RequestError, RequestTimeout
+from toolmesh.rpc import deadline
 
 log = logging.getLogger("toolmesh.rpc")
 
 DEFAULT_TIMEOUT = 600.0
+
+#: first and longest pause between sends while nothing consumes the request queue
+RETRY_FIRST, RETRY_MAX = 0.05, 1.0
 
 
 def default_is_final(response: dict[str, Any]) -> bool:
@@ -38,6 +50,8 @@ class RequestClient:
     """Sends requests to ``request_queue`` and matches responses from ``response_queue``.
 
     Use ``async with RequestClient(bus, ...) as client`` or :meth:`start`/:meth:`stop`.
+    ``hint`` ends the message of a timeout or an unavailable service: how to check the
+    service (for example "is `toolmesh run config` running?").
     """
 
     def __init__(
@@ -49,6 +63,8 @@ class RequestClient:
         subscription: str | None = None,
         is_final: Callable[[dict[str, Any]], bool] = default_is_final,
         error_of: Callable[[dict[str, Any]], RequestError | None] = default_error,
+        when_no_consumer: Literal["wait", "fail"] = "wait",
+        hint: str | None = None,
     ) -> None:
         self.bus = bus
         self.request_queue = parse_queue_id(request_queue)
@@ -56,15 +72,20 @@ class RequestClient:
         self._subscription_name = subscription or f"client-{uuid.uuid4().hex[:8]}"
         self._is_final = is_final
         self._error_of = error_of
+        self._when_no_consumer = when_no_consumer
+        self.hint = hint or f"is a service consuming {self.request_queue} running?"
         # id -> the queue a waiting call reads its responses from
         self._waiting: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self._producer: Producer | None = None
         self._subscription: Subscription | None = None
+        # set by stop(): ends the pauses of calls waiting for a consumer
+        self._stopped = asyncio.Event()
 
     async def start(self) -> None:
         """Bind the response queue (before any request can be sent) and open the producer."""
         if self._subscription is not None:
             return
+        self._stopped.clear()
         self._subscription = await self.bus.subscribe(
             self.response_queue, self._on_response,
             subscription=self._subscription_name, concurrency=DEFAULT_CONCURRENCY)
@@ -73,6 +94,7 @@ class RequestClient:
     async def stop(self) -> None:
         """Stop receiving; calls still waiting end with a timeout-free :class:`RequestError`."""
         sub, self._subscription = self._subscription, None
+        self._stopped.set()
         if sub is not None:
             await sub.close()
         for q in self._waiting.values():
@@ -108,9 +130,9 @@ class RequestClient:
         ``request_id``: the ``id`` to send instead of a new one — to retry a request as the
         same request, which a service that is idempotent by id (config) applies once.
         """
-        request_id, inbox, deadline = await self._send(body, timeout, properties, request_id)
+        request_id, inbox, due, timeout = await self._send(body, timeout, properties, request_id)
         try:
-            return await self._receive(inbox, deadline, timeout)
+            return await self._receive(inbox, due, timeout)
         finally:
             del self._waiting[request_id]
 
@@ -120,10 +142,10 @@ class RequestClient:
 
         ``timeout`` bounds the whole stream, measured from when the request was sent.
         """
-        request_id, inbox, deadline = await self._send(body, timeout, properties)
+        request_id, inbox, due, timeout = await self._send(body, timeout, properties)
         try:
             while True:
-                response = await self._receive(inbox, deadline, timeout)
+                response = await self._receive(inbox, due, timeout)
                 yield response
                 if self._is_final(response):
                     return
@@ -132,10 +154,14 @@ class RequestClient:
 
     async def _send(self, body: Mapping[str, Any], timeout: float | None,
                     properties: Mapping[str, str] | None, request_id: str | None = None,
-                    ) -> tuple[str, asyncio.Queue[dict[str, Any]], float | None]:
+                    ) -> tuple[str, asyncio.Queue[dict[str, Any]], float | None, float | None]:
         if self._producer is None or self._subscription is None:
             raise RequestError("the request client is not started; use 'async with' or start()",
                                type="client-closed")
+        timeout = deadline.bounded(timeout)
+        if timeout is not None and timeout <= 0:
+            raise RequestTimeout(f"no time left to call {self.request_queue}: the request "
+                                 "being answered is already past its deadline")
         if request_id is None:
             request_id = str(uuid.uuid4())
         elif request_id in self._waiting:
@@ -144,23 +170,55 @@ class RequestClient:
                                type="duplicate-request-id")
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._waiting[request_id] = inbox
+        loop = asyncio.get_running_loop()
+        # The deadline bounds the whole call: waiting for a consumer and for the answers.
+        due = None if timeout is None else loop.time() + timeout
         try:
-            await self._producer.send(body, properties={**(properties or {}), "id": request_id})
+            await self._send_mandatory(body, {**(properties or {}), "id": request_id}, due,
+                                       timeout)
         except BaseException:
             del self._waiting[request_id]
             raise
-        # The deadline starts once the request is out: it bounds the wait, not the send.
-        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-        return request_id, inbox, deadline
+        return request_id, inbox, due, timeout
 
-    async def _receive(self, inbox: asyncio.Queue[dict[str, Any]], deadline: float | None,
+    async def _send_mandatory(self, body: Mapping[str, Any], properties: dict[str, str],
+                              due: float | None, timeout: float | None) -> None:
+        assert self._producer is not None
+        loop = asyncio.get_running_loop()
+        pause = RETRY_FIRST
+        while True:
+            if due is not None:
+                properties[deadline.PROPERTY] = f"{max(due - loop.time(), 0.001):.3f}"
+            try:
+                await self._producer.send(body, properties=properties, mandatory=True)
+                return
+            except NoConsumer:
+                if self._when_no_consumer == "fail":
+                    raise RequestError(f"nothing is consuming {self.request_queue}: "
+                                       f"{self.hint}", type="service-unavailable") from None
+            # Not a poll of local state: the broker is the only one who knows when a consumer
+            # arrives, and a returned publish is the only way to ask it.
+            left = None if due is None else due - loop.time()
+            wait = pause if left is None else max(min(pause, left), 0)
+            try:
+                await asyncio.wait_for(self._stopped.wait(), wait)
+            except TimeoutError:
+                pass
+            else:
+                raise RequestError("the request client was stopped", type="client-closed")
+            if left is not None and left <= pause:
+                raise RequestTimeout(f"nothing consumed {self.request_queue} within "
+                                     f"{timeout:g} s: {self.hint}")
+            pause = min(pause * 2, RETRY_MAX)
+
+    async def _receive(self, inbox: asyncio.Queue[dict[str, Any]], due: float | None,
                        timeout: float | None) -> dict[str, Any]:
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout_at(due):
                 response = await inbox.get()
         except TimeoutError:
-            raise RequestTimeout(
-                f"no response from {self.request_queue} within {timeout:g} s") from None
+            raise RequestTimeout(f"no response from {self.request_queue} within "
+                                 f"{timeout:g} s: {self.hint}") from None
         error = self._error_of(response)
         if error is not None:
             raise error

@@ -5,10 +5,19 @@ of times through ``reply``; every answer carries the request's ``id``. Requests 
 concurrently (up to ``concurrency`` at once). Nothing a request contains can stop the service:
 a body that is not a JSON object gets an error response (when it has an id, otherwise it is
 logged), and an exception in ``handle`` becomes an error response.
+
+Deadlines: a request that says how long its caller waits (:mod:`toolmesh.rpc.deadline`) is
+handled under that deadline — calls made for it end sooner, and a handler still running when
+it passes is cancelled with a ``timeout`` error response (nobody waits for its answer).
+
+Stopping drains: no new requests are taken, those in hand get ``drain_timeout`` seconds to
+finish, then are cancelled with a ``service-stopping`` error response, so callers hear at once
+instead of waiting out their deadlines, and the process exits in bounded time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
@@ -18,6 +27,10 @@ from typing import Any
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subscription
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, ToolmeshError
+from toolmesh.rpc import deadline
+
+#: seconds the requests in hand get to finish when a service stops
+DEFAULT_DRAIN_TIMEOUT = 10.0
 
 log = logging.getLogger("toolmesh.service")
 
@@ -38,14 +51,18 @@ class Service(ABC):
         response_queue: str,
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
     ) -> None:
         self.bus = bus
+        self.drain_timeout = drain_timeout
         self.request_queue = parse_queue_id(request_queue)
         self.response_queue = parse_queue_id(response_queue)
         self.subscription = subscription
         self.concurrency = concurrency
         self._producer: Producer | None = None
         self._subscription: Subscription | None = None
+        self._handling: set[asyncio.Task[Any]] = set()
+        self._stopping = False
 
     @abstractmethod
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
@@ -66,10 +83,21 @@ class Service(ABC):
         log.info("%s serving %s -> %s", type(self).__name__, self.request_queue, self.response_queue)
 
     async def stop(self) -> None:
-        """Stop consuming; requests being handled are finished first."""
+        """Stop consuming; requests in hand get ``drain_timeout`` seconds, then are cancelled
+        (each with an error response)."""
         sub, self._subscription = self._subscription, None
-        if sub is not None:
-            await sub.close()
+        if sub is None:
+            return
+        # closing stops deliveries, then waits for the handlers in flight
+        closing = asyncio.create_task(sub.close())
+        done, _ = await asyncio.wait({closing}, timeout=self.drain_timeout)
+        if not done:
+            log.warning("%s: %d request(s) still in hand after %g s; cancelling them",
+                        type(self).__name__, len(self._handling), self.drain_timeout)
+            self._stopping = True
+            for task in list(self._handling):
+                task.cancel()
+        await closing
 
     async def __aenter__(self) -> Service:
         await self.start()
@@ -101,14 +129,41 @@ class Service(ABC):
             await reply(self.error_response({"type": "malformed-request", "message": e.message}))
             return
 
+        task = asyncio.current_task()
+        assert task is not None
+        self._handling.add(task)
+        timeout = deadline.from_properties(message.properties)
+        scope = asyncio.timeout(timeout)
         try:
-            await self.handle(request, reply)
+            with deadline.handling(timeout):
+                async with scope:
+                    await self.handle(request, reply)
         except ToolmeshError as e:
             log.info("request %s on %s failed: %s: %s", request_id, self.request_queue,
                      e.type, e.message)
             await reply(self.error_response(e.to_wire()))
+        # only the caller's deadline passing; a TimeoutError of the handler's own is a failure
+        # like any other (the next clause)
+        except TimeoutError if scope.expired() else ():  # type: ignore[misc]
+            log.info("request %s on %s was not answered within its caller's %g s",
+                     request_id, self.request_queue, timeout)
+            await reply(self.error_response({
+                "type": "timeout",
+                "message": f"{type(self).__name__} did not finish within the caller's "
+                           f"deadline of {timeout:g} s"}))
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            # the drain ran out: say so, and let the bus acknowledge the request
+            task.uncancel()
+            await reply(self.error_response({
+                "type": "service-stopping",
+                "message": f"{type(self).__name__} stopped before it finished this request; "
+                           "send it again"}))
         except Exception as e:
             log.warning("request %s on %s raised %s", request_id, self.request_queue,
                         type(e).__name__, exc_info=True)
             await reply(self.error_response({"type": self.error_type,
                                              "message": str(e) or type(e).__name__}))
+        finally:
+            self._handling.discard(task)
