@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -158,6 +159,44 @@ async def test_a_broken_config_value_keeps_its_previous_template_and_others_appl
     assert await stack.ask("shout", word="hey") == "HEY!"
     with pytest.raises(RequestError, match="unknown prompt template 'nothing'"):
         await stack.ask("nothing")
+
+
+async def test_items_python_cannot_parse_are_skipped_with_a_warning_and_others_apply(
+        stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    # Before, one such item raised RecursionError/ValueError out of applying the config: no
+    # version applied at all (stack.put would time out waiting for it), for every later put too.
+    await stack.put({"greet": {"prompt": "Hello {{ name }}"}})
+    unparsable = {
+        "deep": "[" * 5000 + "]" * 5000,
+        "huge": '{"prompt": "p", "n": 1' + "0" * 5000 + "}",
+        "surrogate": '{"prompt": "\\ud800"}',
+        "too-nested-to-compile": {"prompt": "{{ " + "(" * 200 + "1" + ")" * 200 + " }}"},
+    }
+    with caplog.at_level(logging.WARNING, "toolmesh.prompt"):
+        await stack.put({**unparsable, "shout": {"prompt": "{{ word | upper }}!"},
+                         "greet": "[" * 5000 + "]" * 5000})
+    assert await stack.ask("shout", word="hey") == "HEY!"
+    assert await stack.ask("greet", name="Ana") == "Hello Ana"  # kept what it had
+    for key in unparsable:
+        assert key not in stack.service.templates
+        assert f"config prompt/{key} (version" in caplog.text
+    assert "config prompt/greet (version" in caplog.text
+    await stack.put({"later": {"prompt": "still {{ x }}"}})  # later versions apply too
+    assert await stack.ask("later", x="applied") == "still applied"
+
+
+async def test_terms_python_cannot_decode_are_a_prompt_error(stack: Stack) -> None:
+    for term, message in [
+            ("[" * 5000 + "]" * 5000, "term 'question' is nested more than 100 levels deep"),
+            ("1" + "0" * 5000, "term 'question' holds an integer of more than 4300 digits")]:
+        r = await stack.raw.request({"id": "question", "terms": {"question": term}},
+                                    timeout=TIMEOUT)
+        assert r["error"] == {"type": "prompt-error", "message": message}
+    # text that is not JSON at all is still taken as it is
+    assert await stack.raw.request({"id": "question", "terms": {"question": "plain [text"}},
+                                   timeout=TIMEOUT) == {
+        "error": None, "text": "plain [text", "object": None, "end_of_stream": True,
+        "in_token": 11, "out_token": 11, "model": "echo-1"}
 
 
 async def test_a_json_template_answers_with_the_json_object(stack: Stack) -> None:

@@ -81,6 +81,16 @@ def test_a_config_value_becomes_a_template() -> None:
     ('{"prompt": "p", "system": 3}', "'system' must be a string"),
     ('{"prompt": "p", "response-type": "xml"}', "response-type must be one of text, json"),
     ('{"prompt": "{% for x in y %}"}', "syntax error in prompt at line 1"),
+    # Python cannot decode these: refused like any other bad value, never RecursionError
+    ("[" * 5000 + "]" * 5000, "the config value is nested more than 100 levels deep"),
+    ('{"prompt": "p", "n": 1' + "0" * 5000 + "}",
+     "the config value holds an integer of more than 4300 digits"),
+    ('{"prompt": "\\ud800"}', "the config value holds a string that is not valid Unicode"),
+    # nesting too deep for Jinja's parser (RecursionError) or Python's compiler (SyntaxError)
+    (json.dumps({"prompt": "{{ " + "(" * 200 + "1" + ")" * 200 + " }}"}),
+     "prompt cannot be compiled, most likely because it is nested too deeply (RecursionError"),
+    (json.dumps({"system": "{% for a in b %}" * 30 + "{% endfor %}" * 30, "prompt": "p"}),
+     "system cannot be compiled, most likely because it is nested too deeply (SyntaxError"),
 ])
 def test_bad_config_values_are_prompt_errors_naming_the_template(value: str, complaint: str) -> None:
     with pytest.raises(PromptError) as e:
@@ -98,6 +108,19 @@ def test_bad_config_values_are_prompt_errors_naming_the_template(value: str, com
 ])
 def test_extract_json_tolerates_fences_and_prose(answer: str, expected: Any) -> None:
     assert json.loads(extract_json(answer, template_id="t")) == expected
+
+
+@pytest.mark.parametrize("answer", ["Here: " + "[" * 5000 + "]" * 5000,
+                                    '{"n": 1' + "0" * 5000 + "}"])
+def test_extract_json_refuses_json_python_cannot_decode(answer: str) -> None:
+    with pytest.raises(PromptError, match="nested too deep or holds an integer too long"):
+        extract_json(answer, template_id="t")
+
+
+def test_a_recursive_macro_is_a_prompt_error_when_rendered() -> None:
+    t = PromptTemplate(id="loop", prompt="{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}")
+    with pytest.raises(PromptError, match="template 'loop' failed: RecursionError"):
+        t.render({})
 
 
 def test_extract_json_quotes_an_excerpt_of_a_non_json_answer() -> None:

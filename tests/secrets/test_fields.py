@@ -100,3 +100,11 @@ def test_three_stars_outside_secret_places_are_plain_text() -> None:
     text = json.dumps({"type": "tool-service", "name": "n", "description": "rated ***",
                        "service": "s"})
     assert keep_secrets("tool", "t", text, None) is text
+
+
+@pytest.mark.parametrize("depth", [150, 5000])
+def test_a_value_too_deep_to_decode_is_masked_as_text(depth: int) -> None:
+    # any type may be stored unvalidated; reading it must not raise RecursionError
+    text = "[" * depth + '"http://bob:pw-DEEP@h.example/x"' + "]" * depth
+    masked = mask_value("notes", text)
+    assert "pw-DEEP" not in masked and "http://bob:***@h.example/x" in masked

@@ -103,3 +103,12 @@ async def test_request_ids_go_through_to_the_wrapped_store(backend: Backend, key
     assert await store.delete(WS, [("mcp", "w")], request_id="r2") == 2
     assert await store.version() == 2
     assert await backend.applied() == {"r1": 1, "r2": 2}
+
+
+async def test_a_value_too_deep_to_decode_is_sealed_whole(backend: Backend) -> None:
+    deep = "[" * 5000 + f'"http://bob:{URL_PW}@h.example/x"' + "]" * 5000
+    store = SealedStore(await backend.open(), box(Fernet.generate_key()))
+    await store.survey()
+    await store.put(WS, [("notes", "deep", deep)])
+    assert URL_PW not in "\n".join(await raw_values(backend))
+    assert await store.get(WS, [("notes", "deep")]) == [deep]

@@ -2,7 +2,8 @@
 
 ``tool-service``, ``tool`` and ``mcp`` values must be JSON objects with the fields SPEC.md
 requires; any other type is stored as given. A failure names the item and the field, and the
-whole put is refused (nothing is stored).
+whole put is refused (nothing is stored). Values Python cannot decode safely (nested too
+deep, integers too long) or that hold lone surrogates are refused like any other bad value.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.stdio import DENY_ALL, StdioAllowList
 from toolmesh.errors import QueueIdError
+from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
+from toolmesh.schema.json_text import JsonTextError, loads
 from toolmesh.urls import is_secret_name, mask_url
 
 #: JSON Schema type names, the types an argument may declare
@@ -71,10 +74,12 @@ class _Item:
 
 def _parse(type: str, key: str, raw: str) -> _Item:
     item = _Item(type, key, None)
+    if not isinstance(raw, str):
+        raise item.fail(None, f"the value must be JSON text, not {type_name(raw)}")
     try:
-        item.value = json.loads(raw)
-    except (TypeError, json.JSONDecodeError) as e:
-        raise item.fail(None, f"the value is not valid JSON ({e})") from None
+        item.value = loads(raw, what="the value")
+    except JsonTextError as e:
+        raise item.fail(None, str(e)) from None
     if not isinstance(item.value, dict):
         raise item.fail(None, f"the value must be a JSON object, not {type_name(item.value)}")
     return item
@@ -154,12 +159,38 @@ def _mcp(item: _Item, stdio_allow: StdioAllowList) -> None:
         if not url.startswith(("http://", "https://")):  # type: ignore[union-attr]
             raise item.fail("url", f"must be an http:// or https:// URL, not {mask_url(url)!r}")
     item.string("remote-name", required=False)
-    item.string("auth-token", required=False)
+    token = item.string("auth-token", required=False)
+    problem = header_value_problem(token) if token is not None else None
+    if problem is not None:
+        raise item.fail("auth-token", problem)
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent in an HTTP header (as ``Authorization: Bearer <value>``),
+    or ``None``. The HTTP client refuses anything but ASCII, and a control character (a line
+    break above all) would end the header early; the value itself is not repeated (a secret).
+    """
+    if all(" " <= c <= "~" for c in value):
+        return None
+    if not all(c <= "~" for c in value):
+        return ("holds a character that is not ASCII (or a lone surrogate like \\ud800); "
+                "it is sent in an HTTP header, which takes printable ASCII only")
+    return ("holds a control character (such as a line break); it is sent in an HTTP "
+            "header, which takes printable ASCII only")
+
+
+def _flow(item: _Item) -> None:
+    # the key becomes part of queue names (request:tg:agent:KEY) on every broker
+    key = item.where.split("/", 1)[1]
+    if not valid_flow_id(key):
+        raise item.fail(None, f"{key!r} cannot name a flow: {FLOW_ID_RULE}")
+    item.string("description", required=False)
 
 
 VALIDATORS: dict[str, Callable[[_Item], None]] = {
     "tool-service": _tool_service,
     "tool": _tool,
+    "flow": _flow,
 }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from toolmesh.config.errors import ConfigError
+from toolmesh.config.validation import header_value_problem
 from toolmesh.schema.json_object import json_object
 from toolmesh.urls import mask_url
 
@@ -57,11 +58,13 @@ class McpServer:
     @classmethod
     def from_config(cls, id: str, value: Mapping[str, Any] | str) -> McpServer:
         """Build from the value of config item ``mcp/<id>`` (a JSON object, or its text)."""
-        if not isinstance(value, Mapping):
-            try:
-                value = json_object(value, name="the value", empty_ok=False)
-            except ValueError as e:
-                raise ConfigError(f"mcp/{id}: {e}") from None
+        try:
+            # an object is checked as well as text: a lone surrogate would fail only later,
+            # in the HTTP header or the child's environment it is sent in
+            value = json_object(dict(value) if isinstance(value, Mapping) else value,
+                                name="the value", empty_ok=False)
+        except ValueError as e:
+            raise ConfigError(f"mcp/{id}: {e}") from None
         args = value.get("args") or []
         env = value.get("env") or {}
         if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
@@ -71,6 +74,9 @@ class McpServer:
         for name in ("url", "remote-name", "auth-token", "transport", "command"):
             if value.get(name) is not None and not isinstance(value[name], str):
                 raise ConfigError(f"mcp/{id}: {name!r} must be a string")
+        problem = header_value_problem(value["auth-token"]) if value.get("auth-token") else None
+        if problem is not None:
+            raise ConfigError(f"mcp/{id}: 'auth-token' {problem}")
         return cls(id=id, url=value.get("url") or None,
                    remote_name=value.get("remote-name") or id,
                    auth_token=value.get("auth-token") or None,

@@ -22,9 +22,15 @@ from typing import Any
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
 from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
 from toolmesh.prompt.defaults import DEFAULT_TEMPLATES
-from toolmesh.prompt.templates import CONFIG_TYPE, PromptError, PromptTemplate, extract_json
+from toolmesh.prompt.templates import (
+    CONFIG_TYPE,
+    PromptError,
+    PromptTemplate,
+    extract_json,
+)
 from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
+from toolmesh.schema.json_text import JsonTextError, NotJson, loads
 
 log = logging.getLogger("toolmesh.prompt")
 
@@ -52,7 +58,8 @@ def decode_terms(terms: Any) -> dict[str, Any]:
     """The template variables of a request's ``terms``.
 
     Values are JSON text by convention; a value that is not JSON text (a plain string from a
-    lenient client, or an already decoded list or object) is taken as it is.
+    lenient client, or an already decoded list or object) is taken as it is. JSON text Python
+    cannot decode safely (nested too deep, an integer too long, lone surrogates) is refused.
     """
     if terms is None:
         return {}
@@ -63,9 +70,11 @@ def decode_terms(terms: Any) -> dict[str, Any]:
     for name, value in terms.items():
         if isinstance(value, str):
             try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
+                value = loads(value, what=f"term {name!r}")
+            except NotJson:
                 pass
+            except JsonTextError as e:
+                raise PromptError(str(e)) from None
         variables[name] = value
     return variables
 

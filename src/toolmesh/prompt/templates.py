@@ -21,6 +21,7 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
 from toolmesh.errors import ToolmeshError
+from toolmesh.schema.json_text import JsonTextError, loads
 
 ResponseType = Literal["text", "json"]
 RESPONSE_TYPES: tuple[str, ...] = get_args(ResponseType)
@@ -58,6 +59,13 @@ def _compile(template_id: str, part: str, source: str) -> jinja2.Template:
     except jinja2.TemplateSyntaxError as e:
         raise PromptError(f"template {template_id!r}: syntax error in {part} "
                           f"at line {e.lineno}: {e.message}") from None
+    except (RecursionError, SyntaxError) as e:
+        # Jinja parses recursively and compiles to Python: nesting too deep for either (a
+        # hundred brackets, or blocks beyond Python's limit) is a bad template, not a crash
+        # that would stop every other template from applying
+        raise PromptError(f"template {template_id!r}: {part} cannot be compiled, most likely "
+                          f"because it is nested too deeply ({type(e).__name__}: "
+                          f"{getattr(e, 'msg', None) or e})") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,18 +101,22 @@ class PromptTemplate:
         except jinja2.TemplateError as e:  # SecurityError, a failing filter...
             raise PromptError(f"template {self.id!r} failed: {e.message or type(e).__name__}"
                               ) from None
-        except (TypeError, ValueError, ArithmeticError, LookupError) as e:
-            # a variable of the wrong shape (e.g. iterating a number)
+        except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as e:
+            # a variable of the wrong shape (e.g. iterating a number), a macro calling itself
             raise PromptError(f"template {self.id!r} failed: {type(e).__name__}: {e}") from None
 
     @classmethod
     def from_config(cls, id: str, value: str) -> PromptTemplate:
         """Parse the value of config item ``prompt/<id>``; unknown fields are ignored (so
         that TrustGraph's ``schema`` field, which toolmesh does not use, does no harm)."""
+        if not isinstance(value, str):
+            raise PromptError(f"template {id!r}: the config value must be JSON text, "
+                              f"not {type(value).__name__}")
         try:
-            raw = json.loads(value)
-        except (TypeError, json.JSONDecodeError) as e:
-            raise PromptError(f"template {id!r}: the config value is not valid JSON ({e})") from None
+            # never RecursionError or ValueError: one unparsable item must not stop the others
+            raw = loads(value, what="the config value")
+        except JsonTextError as e:
+            raise PromptError(f"template {id!r}: {e}") from None
         if not isinstance(raw, dict):
             raise PromptError(f"template {id!r}: the config value must be a JSON object with "
                               f"'prompt', not {type(raw).__name__}")
@@ -140,11 +152,17 @@ def extract_json(text: str, *, template_id: str) -> str:
                 value, _ = decoder.raw_decode(body, start)
             except json.JSONDecodeError:
                 continue
+            except (RecursionError, ValueError):
+                # nested too deep for Python, or an integer over its digit limit: refused
+                # here, since retrying from each bracket inside would fail alike, slowly
+                raise PromptError(f"template {template_id!r} expects a JSON answer, but the "
+                                  "LLM's JSON is nested too deep or holds an integer too long "
+                                  "to decode") from None
             return json.dumps(value, ensure_ascii=False)
     try:
         # a bare scalar (a number, a string, true) is JSON too
         return json.dumps(json.loads(body), ensure_ascii=False)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or an integer over Python's digit limit
         pass
     excerpt = text.strip()[:80] + ("…" if len(text.strip()) > 80 else "")
     raise PromptError(f"template {template_id!r} expects a JSON answer, but the LLM answered "

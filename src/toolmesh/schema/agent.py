@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolmesh.errors import ServiceError
+from toolmesh.schema.json_object import json_object
 
 MessageType = Literal["thought", "observation", "answer", "error"]
 
@@ -51,29 +52,65 @@ def _bad(message: str) -> ServiceError:
 
 
 def parse_request(body: Mapping[str, Any]) -> AgentRequest:
+    """The request ``body`` describes, or a ``bad-request`` :class:`ServiceError` naming the
+    field that is wrong. An absent field, ``null`` and ``""`` mean the default; any other value
+    of the wrong type is refused, never coerced (a client sending ``"state": {}`` has a bug)."""
     question = body.get("question")
     if not isinstance(question, str) or not question.strip():
         raise _bad("an agent request needs 'question' (a non-empty string)")
-    state = body.get("state") or None
-    if state is not None and not isinstance(state, str):
-        raise _bad("'state' must be a string")
+    state = _optional_string(body, "state")
     group = body.get("group")
     if isinstance(group, str):
         group = [group]
     if group is not None and not (isinstance(group, list) and all(isinstance(g, str) for g in group)):
         raise _bad("'group' must be a list of strings")
-    history = []
-    for i, raw in enumerate(body.get("history") or []):
-        if not isinstance(raw, dict):
-            raise _bad(f"history[{i}] must be an object with thought, action, arguments, observation")
-        history.append(Step(thought=str(raw.get("thought") or ""), action=str(raw.get("action") or ""),
-                            arguments=raw.get("arguments") or {},
-                            observation=str(raw.get("observation") or "")))
-    user = body.get("user") or DEFAULT_USER
-    if not isinstance(user, str):
-        raise _bad("'user' must be a string")
+    history = body.get("history")
+    if history is None:
+        history = []
+    if not isinstance(history, list):
+        raise _bad(f"'history' must be a list of steps {{thought, action, arguments, "
+                   f"observation}}, not {_type_name(history)}")
+    user = _optional_string(body, "user") or DEFAULT_USER
+    streaming = body.get("streaming")
+    if streaming is not None and not isinstance(streaming, bool):
+        raise _bad(f"'streaming' must be true or false, not {_type_name(streaming)}")
     return AgentRequest(question=question, state=state, groups=tuple(group) if group else None,
-                        history=tuple(history), user=user, streaming=bool(body.get("streaming")))
+                        history=tuple(_step(i, raw) for i, raw in enumerate(history)), user=user,
+                        streaming=bool(streaming))
+
+
+def _step(i: int, raw: Any) -> Step:
+    where = f"history[{i}]"
+    if not isinstance(raw, dict):
+        raise _bad(f"{where} must be an object with thought, action, arguments, observation, "
+                   f"not {_type_name(raw)}")
+    try:
+        arguments = json_object(raw.get("arguments"), name=f"'{where}.arguments'")
+    except ValueError as e:
+        raise _bad(str(e)) from None
+    return Step(thought=_optional_string(raw, "thought", where=where) or "",
+                action=_optional_string(raw, "action", where=where) or "",
+                arguments=arguments,
+                observation=_optional_string(raw, "observation", where=where) or "")
+
+
+def _optional_string(body: Mapping[str, Any], name: str, *, where: str = "") -> str | None:
+    """``body[name]``: a string, or ``None`` when absent, ``null`` or ``""``."""
+    value = body.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        field_name = f"{where}.{name}" if where else name
+        raise _bad(f"{field_name!r} must be a string, not {_type_name(value)}")
+    return value
+
+
+def _type_name(value: Any) -> str:
+    """The JSON name of a value's type, for messages."""
+    if isinstance(value, bool):
+        return "a boolean"
+    return {dict: "an object", list: "an array", str: "a string", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def message(message_type: MessageType, content: str, *, message_id: str,

@@ -2,28 +2,31 @@
 
 TrustGraph's wire sends ``config``, ``arguments`` and ``parameters`` as JSON-encoded strings,
 while toolmesh's own callers (and config values) may hand over the object itself; every
-receiver accepts both, with the same messages.
+receiver accepts both, with the same messages. Either way the object is checked with
+:func:`toolmesh.schema.json_text.check` (nesting, lone surrogates), so a value that would fail
+when it is encoded again is refused here, naming the field.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from toolmesh.schema.json_text import check, loads
 
 
 def json_object(value: Any, *, name: str, empty_ok: bool = True) -> dict[str, Any]:
     """``value`` as a dict; ``None``/``""`` give ``{}`` when ``empty_ok``.
 
-    Raises :class:`ValueError` with a message naming ``name`` (the caller turns it into its
-    boundary's error type).
+    Raises :class:`ValueError` (a :class:`~toolmesh.schema.json_text.JsonTextError` for text
+    that does not decode, or an object nested too deep or holding lone surrogates) with a
+    message naming ``name``; the caller turns it into its boundary's error type.
     """
     if empty_ok and (value is None or value == ""):
         return {}
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{name} is not valid JSON ({e})") from None
+        value = loads(value, what=name)
+    elif isinstance(value, dict):
+        check(value, what=name)
     if not isinstance(value, dict):
         raise ValueError(f"{name} must be a JSON object, not {type(value).__name__}")
     return value

@@ -24,8 +24,10 @@ def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any
 
 def parse_request(body: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """``(user, config, arguments)`` from a request, or :class:`ServiceError` saying what is wrong."""
-    user = body.get("user") or DEFAULT_USER
-    if not isinstance(user, str):
+    user = body.get("user")
+    if user is None or user == "":
+        user = DEFAULT_USER
+    elif not isinstance(user, str):  # 0, [] or {} too: a wrong type is refused, not defaulted
         raise ServiceError(f"'user' must be a string, not {type(user).__name__}",
                            type="malformed-request")
     return user, _object_field(body, "config"), _object_field(body, "arguments")

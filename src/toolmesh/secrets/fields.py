@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from toolmesh.config.errors import ConfigError
+from toolmesh.schema.json_text import loads
 from toolmesh.urls import MASK, URL_IN_TEXT, is_secret_name, mask_urls_in
 
 __all__ = ["MASK", "Slot", "has_masked_url", "keep_secrets", "mask_value", "secret_slots",
@@ -150,7 +151,9 @@ _RAW = object()  # marks a value that is not JSON: it is handled as one string
 
 def _parse(text: str) -> Any:
     try:
-        return json.loads(text)
+        # JSON Python cannot decode safely (too deep: RecursionError, here or in walk_strings)
+        # is handled as one string too; its URLs are still masked in the text
+        return loads(text, what="the value")
     except (TypeError, ValueError):
         return _RAW
 

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolmesh.config.store.base import ConfigStore, Item, Key
-from toolmesh.secrets.crypto import KEY_ENV, PREFIX, SecretBox, SecretKeyError, is_sealed
+from toolmesh.schema.json_text import loads
+from toolmesh.secrets.crypto import (
+    KEY_ENV,
+    PREFIX,
+    SecretBox,
+    SecretKeyError,
+    is_sealed,
+)
 from toolmesh.secrets.fields import get_path, secret_slots, set_path, walk_strings
 from toolmesh.urls import mask_urls_in
 
@@ -25,7 +32,8 @@ log = logging.getLogger("toolmesh.secrets")
 
 def _parse(text: str) -> Any:
     try:
-        return json.loads(text)
+        # too deep to decode safely: handled as one string, like text that is not JSON
+        return loads(text, what="the value")
     except (TypeError, ValueError):
         return None
 

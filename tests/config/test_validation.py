@@ -1,0 +1,71 @@
+"""Config validation of values Python cannot decode safely, and of MCP tokens that cannot be
+sent in an HTTP header: a config-error naming the item (and the field), never a
+RecursionError or ValueError, and never the secret itself."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolmesh.config.errors import ConfigError
+from toolmesh.config.validation import header_value_problem, validate
+
+DEEP = "[" * 5000 + "]" * 5000
+DEEP_OBJECT = '{"a": ' * 5000 + "1" + "}" * 5000
+HUGE_INT = '{"name": 1' + "0" * 5000 + "}"
+MCP = {"url": "http://127.0.0.1:8000/mcp"}
+
+
+def refusal(type: str, value: str) -> str:
+    with pytest.raises(ConfigError) as e:
+        validate(type, "bad", value)
+    assert e.value.type == "config-error"
+    return e.value.message
+
+
+@pytest.mark.parametrize("type", ["tool", "mcp", "tool-service"])
+@pytest.mark.parametrize(("value", "complaint"), [
+    (DEEP, "the value is nested more than 100 levels deep"),
+    (DEEP_OBJECT, "the value is nested more than 100 levels deep"),
+    (HUGE_INT, "the value holds an integer of more than 4300 digits"),
+    ('{"name": "\\ud800"}', "the value holds a string that is not valid Unicode (a lone "
+                            'surrogate, like \\ud800) at ["name"]'),
+    ("{not json", "the value is not valid JSON"),
+], ids=["deep-arrays", "deep-objects", "integer-too-long", "lone-surrogate", "not-json"])
+def test_a_value_python_cannot_parse_is_refused_naming_the_item(type: str, value: str,
+                                                                complaint: str) -> None:
+    assert refusal(type, value).startswith(f"invalid {type}/bad: {complaint}")
+
+
+def test_types_without_a_schema_are_not_parsed() -> None:
+    validate("prompt", "deep", DEEP)  # the prompt service copes with it (tests/prompt)
+
+
+@pytest.mark.parametrize("token", ["\ud800", "tok\udc80en"])
+def test_an_auth_token_with_a_lone_surrogate_is_refused_without_showing_it(token: str) -> None:
+    # json.dumps writes the surrogate as the escape \ud800, which decodes back to it
+    message = refusal("mcp", json.dumps({**MCP, "auth-token": token}))
+    assert message == ("invalid mcp/bad: the value holds a string that is not valid Unicode "
+                       '(a lone surrogate, like \\ud800) at ["auth-token"]')
+
+
+@pytest.mark.parametrize(("token", "problem"), [
+    ("abc\r\nX-Injected: 1", "holds a control character (such as a line break)"),
+    ("abc\x00", "holds a control character"),
+    ("t\u00f6ken", "holds a character that is not ASCII"),
+])
+def test_an_auth_token_that_cannot_go_in_a_header_is_refused(token: str, problem: str) -> None:
+    message = refusal("mcp", json.dumps({**MCP, "auth-token": token}))
+    assert message.startswith(f"invalid field 'auth-token' of mcp/bad: {problem}")
+    assert "abc" not in message and "t\u00f6" not in message  # the secret is not repeated
+
+
+def test_an_ordinary_auth_token_is_accepted() -> None:
+    validate("mcp", "good", json.dumps({**MCP, "auth-token": "sk-Abc.123_~+/= x"}))
+    assert header_value_problem("sk-Abc.123_~+/=") is None
+
+
+def test_a_stdio_env_value_with_a_lone_surrogate_is_refused_naming_it() -> None:
+    value = json.dumps({"transport": "stdio", "command": "uvx", "env": {"API_KEY": "\ud800"}})
+    assert refusal("mcp", value).endswith('at ["env"]["API_KEY"]')
