@@ -1,0 +1,235 @@
+"""The gateway's OpenAPI 3.1 document: its routes, headers, security and error statuses.
+
+The bodies are in :mod:`.schemas`. The document is data, not generated from the routes:
+``tests/gateway/test_openapi.py`` checks it against the routes the gateway registers and
+validates real responses against it, so the two cannot drift apart unnoticed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolmesh import __version__
+from toolmesh.gateway.openapi.schemas import Schema, all_schemas, ref
+
+JSON = "application/json"
+
+#: status -> (component name, when, the error types the gateway uses with it; None: open)
+ERRORS: dict[str, tuple[str, str, tuple[str, ...] | None]] = {
+    "400": ("BadRequest", "The body is not JSON, not a JSON object, nested too deep or holds "
+            "invalid Unicode, or a header is invalid (X-Workspace not UTF-8, X-Timeout not a "
+            "positive number); on the WebSocket route: not an upgrade.", ("bad-request",)),
+    "401": ("Unauthorized", "The gateway has a token and the request does not carry it "
+            "(`Authorization: Bearer <token>`).", ("auth-failed",)),
+    "403": ("Forbidden", "A web page of another origin (`forbidden-origin`), or, on loopback, "
+            "a Host other than localhost, 127.0.0.1 and [::1] (`forbidden-host`: DNS "
+            "rebinding).", ("forbidden-origin", "forbidden-host")),
+    "404": ("NotFound", "No such service (`unknown-service`, the message lists those there "
+            "are), no such flow (`unknown-flow`: neither `default` nor a `flow/<id>` config "
+            "item of the workspace), or no such route (`not-found`).",
+            ("unknown-service", "unknown-flow", "not-found")),
+    "408": ("RequestTimeout", "The body did not arrive in time.", ("request-timeout",)),
+    "413": ("RequestTooLarge", "The body is over the gateway's size limit (16 MiB by "
+            "default).", ("request-too-large",)),
+    "415": ("UnsupportedMediaType", "The body was not sent as `Content-Type: "
+            "application/json`.", ("unsupported-media-type",)),
+    "500": ("InternalError", "A bug in the gateway; its log has the details.",
+            ("internal-error",)),
+    "502": ("BadGateway", "The call failed in a way that has no status of its own; `type` "
+            "names it (e.g. `no-response`, `client-closed` while the gateway stops, an error of "
+            "the config service while the flow was looked up). A service that answers with an "
+            "error is not a 502: its answer is an HTTP 200 body with `error`.", None),
+    "503": ("ServiceUnavailable", "The gateway is at a limit (`server-busy`: too many "
+            "connections or request bodies at once; try again shortly), or nothing serves the "
+            "service's queue (`service-unavailable`: the message names the process to start).",
+            ("server-busy", "service-unavailable")),
+    "504": ("Timeout", "The service did not answer before the request's deadline (the "
+            "route's, or the shorter one X-Timeout asked for).", ("timeout",)),
+}
+#: the statuses any route may answer (access checks, limits, bugs)
+ANY_ROUTE = ("403", "500", "503")
+SERVICE_ERRORS = ("400", "401", "403", "404", "408", "413", "415", "500", "502", "503", "504")
+
+DESCRIPTION = """\
+toolmesh's gateway: TrustGraph's `/api/v1` over HTTP (this document) and a WebSocket
+(`GET /api/v1/socket`). `toolmesh serve` listens on `http://127.0.0.1:8888/` by default.
+
+**Requests.** Every POST body is a JSON object sent with `Content-Type: application/json`.
+Web pages of other origins are refused (`Origin`, and `Host` on loopback) unless the operator
+allows their origin (`--allow-origin`, which also answers CORS preflights).
+
+**Authentication.** With a token set (`TOOLMESH_GATEWAY_TOKEN`, `--token-file`), every route
+but health, this document and the WebSocket upgrade needs `Authorization: Bearer <token>`;
+without one, no header is needed.
+
+**Errors.** The gateway refuses or fails a request with an HTTP status ≥ 400 and the body
+`{"error": {"type": "...", "message": "..."}}` (schema `Error`; each status lists its types).
+A service that answers with an error is a successful call: HTTP 200 with an `error` field in
+the service's body (TrustGraph's convention), e.g. `config-error` from the config service.
+Connections aiohttp cannot parse as HTTP are answered with a plain-text 400.
+"""
+
+SOCKET = """\
+One connection multiplexes many requests, each answered by frames carrying its `id`.
+
+* **Auth** (only when the gateway has a token, unless the upgrade carried it in
+  `Authorization: Bearer` or `?token=`): send `{"type": "auth", "token": "..."}`, answered
+  `{"type": "auth-ok", "default_workspace": "default"}` or `{"type": "auth-failed", "error":
+  "..."}`. By default the connection is closed (code 1008) after 3 wrong tokens or 10 s
+  without one.
+* **Request**: `{"id": "req-1", "service": "config", "workspace"?: "default", "flow"?:
+  "default", "timeout"?: seconds, "request": {...}}` — `service` is any service of the REST
+  routes (`config`, `flow`, `agent`, `mcp-tool`, `tool-service`), `request` its REST body and
+  `timeout` what X-Timeout is on REST.
+* **Responses**: `{"id": "req-1", "response": {...}, "complete": false|true}`, one per
+  response of the service (a streaming agent or tool service sends many; `complete: true` on
+  the last, which also carries the service's `error` if it failed).
+* **Errors**: `{"id": "req-1"|null, "complete": true, "error": {"type", "message"}}` — types
+  `bad-request`, `auth-required`, `unknown-service`, `too-many-requests` (over 64 requests in
+  flight on one connection, by default), `unknown-flow`, `service-unavailable`, `timeout`
+  (or the type of another failure of the call), `internal-error`. A bad frame never closes
+  the connection.
+
+Schemas: `SocketAuthFrame`, `SocketAuthReply`, `SocketRequestFrame`, `SocketResponseFrame`.
+"""
+
+
+def _json(schema: Schema, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": schema}}}
+
+
+def _error_responses() -> dict[str, Any]:
+    out = {}
+    for name, when, types in ERRORS.values():
+        schema: Schema = ref("Error")
+        if types is not None:
+            # the types this status is used with, on top of the general shape
+            schema = {"allOf": [ref("Error"), {"properties": {"error": {"properties": {
+                "type": {"enum": list(types)}}}}}]}
+        out[name] = _json(schema, when)
+    return out
+
+
+def _errors(statuses: tuple[str, ...]) -> dict[str, Any]:
+    return {s: {"$ref": f"#/components/responses/{ERRORS[s][0]}"} for s in statuses}
+
+
+def _service(operation_id: str, summary: str, description: str, request: str,
+             response: str, *, per_flow: bool) -> dict[str, Any]:
+    parameters = [{"$ref": "#/components/parameters/Workspace"},
+                  {"$ref": "#/components/parameters/Timeout"}]
+    if per_flow:
+        parameters.insert(0, {"$ref": "#/components/parameters/Flow"})
+    return {"post": {
+        "operationId": operation_id, "summary": summary, "description": description,
+        "tags": ["per-flow services" if per_flow else "global services"],
+        "parameters": parameters,
+        "requestBody": {"required": True, "content": {JSON: {"schema": ref(request)}}},
+        "responses": {"200": _json(ref(response), "The service's answer (possibly with "
+                                                  "`error`: see the description)."),
+                      **_errors(SERVICE_ERRORS)}}}
+
+
+def _paths() -> dict[str, Any]:
+    flow = "/api/v1/flow/{flow}/service"
+    return {
+        "/api/v1/health": {"get": {
+            "operationId": "health", "summary": "Whether the gateway is up, and its services",
+            "tags": ["gateway"], "security": [],
+            "responses": {"200": _json(ref("Health"), "The gateway is up."),
+                          **_errors(ANY_ROUTE)}}},
+        "/api/v1/openapi.json": {"get": {
+            "operationId": "openapi", "summary": "This document", "tags": ["gateway"],
+            "security": [],
+            "responses": {"200": _json({"type": "object", "required": ["openapi", "paths"]},
+                                       "The OpenAPI 3.1 document of the REST API."),
+                          **_errors(ANY_ROUTE)}}},
+        "/api/v1/socket": {"get": {
+            "operationId": "socket", "summary": "WebSocket: many requests on one connection",
+            "description": SOCKET, "tags": ["gateway"],
+            "security": [{"bearer": []}, {"socketToken": []}, {}],
+            "responses": {"101": {"description": "Switching to the WebSocket protocol; the "
+                                                 "frames are described above."},
+                          **_errors(("400", *ANY_ROUTE))}}},
+        "/api/v1/config": _service(
+            "config", "Config operations (TrustGraph's)",
+            "get, list, getvalues, config, put, delete on the workspace's config items. "
+            "Secrets are never shown: they read as `***`, and a put of `***` keeps the stored "
+            "value. A refused operation is an HTTP 200 with `error` (`config-error`).",
+            "ConfigRequest", "ConfigResponse", per_flow=False),
+        "/api/v1/flow": _service(
+            "flow", "The flows (TrustGraph's flow service)",
+            "`list-flows` → `flow-ids` (`default` and one per `flow` config item); "
+            "`get-flow` → `flow`, the JSON text of the flow's definition. A refused "
+            "operation is an HTTP 200 with `error` (`bad-request`, `unknown-flow`).",
+            "FlowRequest", "FlowResponse", per_flow=False),
+        f"{flow}/agent": _service(
+            "agent", "Ask the ReAct agent",
+            "Runs a dialog with the tools the config describes and answers its last message "
+            "(the final answer, or `message_type: error`). Over REST the dialog is not "
+            "streamed; use the WebSocket for thoughts and observations as they happen.",
+            "AgentRequest", "AgentMessage", per_flow=True),
+        f"{flow}/mcp-tool": _service(
+            "mcpTool", "Call a configured MCP tool",
+            "Calls the tool an `mcp` config item names, with `parameters`; `describe` shows "
+            "its input schema.", "McpToolRequest", "McpToolResponse", per_flow=True),
+        f"{flow}/tool-service": _service(
+            "toolService", "Call a configured tool service directly",
+            "Calls the tool service a `tool-service` config item describes (by its key, "
+            "`id`), as the agent would; a streamed answer is joined into one `response`.",
+            "ToolServiceRequest", "ToolServiceResponse", per_flow=True),
+    }
+
+
+def _components() -> dict[str, Any]:
+    return {
+        "schemas": all_schemas(),
+        "responses": _error_responses(),
+        "parameters": {
+            "Flow": {"name": "flow", "in": "path", "required": True,
+                     "description": "the flow whose service instance answers: `default`, "
+                                    "or one a `flow/<id>` config item defines (else 404 "
+                                    "`unknown-flow`)",
+                     "schema": {"type": "string", "minLength": 1}},
+            "Workspace": {"name": "X-Workspace", "in": "header", "required": False,
+                          "description": "the workspace to act in when the body names none "
+                                         "(default: `default`)",
+                          "schema": {"type": "string"}},
+            "Timeout": {"name": "X-Timeout", "in": "header", "required": False,
+                        "description": "this request's deadline in seconds, at most the "
+                                       "route's own (by default config and flow 10 s, mcp-tool "
+                                       "and tool-service 130 s, agent 600 s; the operator's "
+                                       "`--deadline SERVICE=SECONDS`); not a positive number: "
+                                       "400",
+                        "schema": {"type": "number", "exclusiveMinimum": 0}},
+        },
+        "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer",
+                       "description": "Required when the gateway runs with a token "
+                                      "(TOOLMESH_GATEWAY_TOKEN or --token-file)."},
+            "socketToken": {"type": "apiKey", "in": "query", "name": "token",
+                            "description": "The token in the WebSocket URL (browsers cannot "
+                                           "set headers on a WebSocket); or send an auth "
+                                           "frame first."},
+        },
+    }
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the gateway's REST API (a new dict on every call)."""
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "toolmesh gateway", "version": __version__,
+                 "summary": "TrustGraph-compatible API of toolmesh: config, flows, the "
+                            "agent, MCP tools and tool services.",
+                 "description": DESCRIPTION,
+                 "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}},
+        "tags": [{"name": "gateway", "description": "the gateway itself"},
+                 {"name": "global services", "description": "POST /api/v1/{service}"},
+                 {"name": "per-flow services",
+                  "description": "POST /api/v1/flow/{flow}/service/{service}"}],
+        # optional: a gateway without a token needs none
+        "security": [{"bearer": []}, {}],
+        "paths": _paths(),
+        "components": _components(),
+    }
