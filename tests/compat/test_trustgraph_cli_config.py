@@ -84,3 +84,16 @@ async def test_the_real_client_with_a_token(tg_bin: Path, tmp_path: Path) -> Non
             str(tg_bin / "tg-show-config"), "-u", served.url, stdout=asyncio.subprocess.PIPE)
         out, _ = await proc.communicate()
         assert "Exception: Status code 401" in out.decode()
+
+
+async def test_tg_show_flows_lists_the_default_flow_and_the_configured_ones(
+        tg_bin: Path, served: Served) -> None:
+    u = ["-u", served.url]
+    out = await tg(tg_bin, "tg-put-config-item", "--type", "flow", "--key", "research",
+                   "--value", json.dumps({"description": "the research agent"}), *u)
+    assert out.strip() == "Configuration item set: flow/research"
+    out = await tg(tg_bin, "tg-show-flows", *u)
+    ids = [line.split("|")[2].strip() for line in out.splitlines()
+           if line.startswith("| id ")]
+    assert ids == ["default", "research"], out
+    assert "the research agent" in out and "the default flow" in out

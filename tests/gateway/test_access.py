@@ -153,3 +153,18 @@ async def test_beyond_loopback_with_a_token_any_host_may_ask_but_needs_the_token
             async with http.post(url + "api/v1/config", json=READ, headers={
                     **headers, "Authorization": "Bearer t0ken-for-the-lan"}) as r:
                 assert r.status == 200
+
+
+@pytest.mark.parametrize("content_type, status", [
+    ("application/json;x*", 200),          # the email parser aiohttp uses raises IndexError here
+    ("application/json; charset=utf-8", 200),
+    ("Application/JSON", 200),
+    ("text/plain;x*", 415),
+    ("", 415),
+])
+async def test_the_media_type_is_read_without_choking_on_its_parameters(
+        gateway: Gateway, http: aiohttp.ClientSession, content_type: str, status: int) -> None:
+    async with http.post(gateway.url + "api/v1/config", data=b'{"operation": "config"}',
+                         headers={"Content-Type": content_type}) as r:
+        assert r.status == status, await r.text()
+        assert "error" not in (await r.json()) or status != 200

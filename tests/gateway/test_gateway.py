@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,17 +14,23 @@ import aiohttp
 import pytest
 
 from tests.config.test_config_service import JOKE_SERVICE, TELL_JOKE
-from toolmesh import connect
+from toolmesh import Service, connect
 from toolmesh.bus.memory import new_memory_url
 from toolmesh.config.service import ConfigService
 from toolmesh.config.store import open_store
 from toolmesh.gateway import Gateway, GatewayOptions
+from toolmesh.gateway.bounds import Bounds
+from toolmesh.gateway.deadlines import DEFAULT_DEADLINES, Deadlines
 
 
-async def start_gateway(tmp_path: Path, **options: Any) -> AsyncIterator[Gateway]:
+async def start_gateway(tmp_path: Path, *, with_config: bool = True,
+                        **options: Any) -> AsyncIterator[Gateway]:
     bus = await connect(new_memory_url())
     store = await open_store(str(tmp_path / "config.db"))
-    async with ConfigService(bus, store), Gateway(bus, GatewayOptions(port=0, **options)) as gw:
+    async with contextlib.AsyncExitStack() as stack:
+        if with_config:
+            await stack.enter_async_context(ConfigService(bus, store))
+        gw = await stack.enter_async_context(Gateway(bus, GatewayOptions(port=0, **options)))
         yield gw
     await store.close()
     await bus.close()
@@ -36,7 +44,7 @@ async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
 
 @pytest.fixture
 async def guarded(tmp_path: Path) -> AsyncIterator[Gateway]:
-    async for gw in start_gateway(tmp_path, token="s3cret", max_body=4096):
+    async for gw in start_gateway(tmp_path, token="s3cret", bounds=Bounds(max_body=4096)):
         yield gw
 
 
@@ -145,7 +153,7 @@ async def test_websocket_error_shapes(gateway: Gateway, http: aiohttp.ClientSess
         await ws.send_str("{broken")
         assert (await recv(ws))["error"]["type"] == "bad-request"
         await ws.send_json({"service": "config", "request": {}})
-        assert (await recv(ws))["error"]["message"] == "a request frame needs an 'id'"
+        assert (await recv(ws))["error"]["message"].startswith("a request frame needs an 'id'")
         # the connection still serves
         await ws.send_json({"id": "r3", "service": "config", "request": {"operation": "config"}})
         assert (await recv(ws))["response"]["config"] == {}
@@ -166,11 +174,70 @@ async def test_websocket_with_a_token(guarded: Gateway, http: aiohttp.ClientSess
         assert (await recv(ws))["complete"] is True
 
 
-async def test_a_dead_config_service_gives_a_timeout_not_a_hang(
+async def test_a_missing_config_service_is_a_503_at_once_with_the_hint(
         tmp_path: Path, http: aiohttp.ClientSession) -> None:
     bus = await connect(new_memory_url())
-    async with Gateway(bus, GatewayOptions(port=0, timeout=0.3)) as gw:
+    async with Gateway(bus, GatewayOptions(port=0)) as gw:
+        started = time.monotonic()
         async with http.post(gw.url + "api/v1/config", json={"operation": "config"}) as r:
-            assert r.status == 504
-            assert (await r.json())["error"]["type"] == "timeout"
+            body = await r.json()
+            assert r.status == 503, body
+        assert time.monotonic() - started < 1.0
+    assert body["error"]["type"] == "service-unavailable"
+    assert "request:tg:config" in body["error"]["message"]
+    assert "toolmesh run config" in body["error"]["message"]
+    await bus.close()
+
+
+async def test_within_the_startup_grace_a_request_waits_for_its_service_to_appear(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    bus = await connect(new_memory_url())
+    store = await open_store(str(tmp_path / "config.db"))
+    async with Gateway(bus, GatewayOptions(port=0, startup_grace=30)) as gw:
+        call = asyncio.ensure_future(http.post(gw.url + "api/v1/config",
+                                               json={"operation": "config"}))
+        await asyncio.sleep(0.5)
+        assert not call.done()  # waiting, not refused
+        started = time.monotonic()
+        async with ConfigService(bus, store):
+            async with await call as r:
+                assert r.status == 200, await r.text()
+            served_after = time.monotonic() - started
+    assert served_after < 1.5
+    await store.close()
+    await bus.close()
+
+
+class Silent(Service):
+    """Consumes requests and never answers them."""
+
+    async def handle(self, request: dict[str, Any], reply: Any) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_silent_service_is_a_504_at_the_routes_deadline_or_the_requests(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    bus = await connect(new_memory_url())
+    deadlines = Deadlines(seconds={**DEFAULT_DEADLINES, "config": 0.6})
+    silent = Silent(bus, request_queue="request:tg:config", response_queue="response:tg:config",
+                    subscription="silent", drain_timeout=0.1)
+    async with silent, Gateway(bus, GatewayOptions(port=0, deadlines=deadlines)) as gw:
+        timings = {}
+        for name, headers in (("route", {}), ("asked", {"X-Timeout": "0.3"}),
+                              ("more than allowed", {"X-Timeout": "99"})):
+            started = time.monotonic()
+            async with http.post(gw.url + "api/v1/config", json={"operation": "config"},
+                                 headers=headers) as r:
+                body = await r.json()
+                assert r.status == 504, body
+            timings[name] = time.monotonic() - started
+            assert body["error"]["type"] == "timeout"
+            assert "toolmesh run config" in body["error"]["message"]
+        async with http.post(gw.url + "api/v1/config", json={"operation": "config"},
+                             headers={"X-Timeout": "soon"}) as r:
+            assert r.status == 400
+            assert "number of seconds" in (await r.json())["error"]["message"]
+    assert 0.5 < timings["route"] < 1.5
+    assert 0.2 < timings["asked"] < 0.55
+    assert timings["more than allowed"] < 1.5  # capped at the route's 0.6 s
     await bus.close()

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from toolmesh.cli.http import CliError, default_token, default_url
+from toolmesh.cli.http import MARGIN, CliError, default_token, default_url
 from toolmesh.cli.socket import frames, gateway_socket
 
 
@@ -23,7 +23,9 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--user", default=None, help="the user tools run for")
     p.add_argument("--no-streaming", action="store_true", help="wait for whole messages")
     p.add_argument("-v", "--verbose", action="store_true", help="show thoughts and observations")
-    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds the dialog may take (the gateway's agent deadline caps it; "
+                        "default: %(default)s)")
     p.set_defaults(run=run)
 
 
@@ -65,8 +67,9 @@ async def run(args: argparse.Namespace) -> int:
     try:
         async with gateway_socket(args.url or default_url(), token) as ws:
             await ws.send_json({"id": "q1", "service": "agent", "flow": args.flow,
-                                "request": request})
-            async for frame in frames(ws, timeout=args.timeout):
+                                "request": request, "timeout": args.timeout})
+            # the gateway's timeout error, which says what to check, comes first
+            async for frame in frames(ws, timeout=args.timeout + MARGIN):
                 response = frame.get("response") or {}
                 error = frame.get("error") or response.get("error")
                 if error:
@@ -75,6 +78,8 @@ async def run(args: argparse.Namespace) -> int:
                 if frame.get("complete") or response.get("end_of_dialog"):
                     break
     except TimeoutError:
-        raise CliError(f"no answer from the agent within {args.timeout:g} s") from None
+        raise CliError(f"no answer from the gateway within {args.timeout + MARGIN:g} s: is "
+                       "it `toolmesh serve` (or `toolmesh run gateway`) that listens there?"
+                       ) from None
     printer.done()
     return 0

@@ -35,28 +35,51 @@ def default_token() -> str | None:
             or os.environ.get("TOOLMESH_GATEWAY_TOKEN") or None)
 
 
+#: seconds the CLI waits beyond the deadline it asked for, so the gateway's 504 (which says
+#: what to check) arrives before the CLI gives up on its own
+MARGIN = 5.0
+
+
 class GatewayClient:
-    """POSTs JSON to the gateway; raises :class:`CliError` with a readable reason."""
+    """POSTs JSON to the gateway; raises :class:`CliError` with a readable reason.
+
+    Each call asks the gateway for a deadline (``X-Timeout``): ``timeout`` when given, else the
+    gateway's default for the service the path names — the same figures, so a service that
+    does not answer ends the command with the gateway's one-line hint, in seconds not minutes.
+    """
 
     def __init__(self, url: str | None = None, *, token: str | None = None,
-                 timeout: float = 600.0) -> None:
+                 timeout: float | None = None) -> None:
         self.url = (url or default_url()).rstrip("/") + "/"
         self.token = token if token is not None else default_token()
         self.timeout = timeout
 
+    def deadline(self, path: str) -> float:
+        """The seconds a call to ``path`` asks the gateway for."""
+        if self.timeout is not None:
+            return self.timeout
+        from toolmesh.gateway.deadlines import Deadlines
+
+        return Deadlines().of(path.rstrip("/").rsplit("/", 1)[-1])
+
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        deadline = self.deadline(path)
         request = urllib.request.Request(
             self.url + path.lstrip("/"), data=json.dumps(body).encode(), method="POST",
-            headers={"Content-Type": "application/json",
+            headers={"Content-Type": "application/json", "X-Timeout": f"{deadline:g}",
                      **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=deadline + MARGIN) as response:
                 raw = response.read()
         except urllib.error.HTTPError as e:
             raise CliError(self._http_error(e)) from None
         except urllib.error.URLError as e:
             raise CliError(f"cannot reach the gateway at {self.url}: {e.reason}") from None
-        except (TimeoutError, OSError) as e:
+        except TimeoutError:
+            raise CliError(f"the gateway at {self.url} did not answer within "
+                           f"{deadline + MARGIN:g} s: is it `toolmesh serve` (or `toolmesh run "
+                           "gateway`) that listens there?") from None
+        except OSError as e:
             raise CliError(f"the gateway at {self.url} did not answer: {e}") from None
         try:
             result = json.loads(raw)

@@ -59,7 +59,9 @@ def add_config_store(parser: argparse.ArgumentParser) -> None:
                              "$TOOLMESH_DATA_DIR or ~/.toolmesh)")
 
 
-def add_gateway(parser: argparse.ArgumentParser) -> None:
+def add_gateway(parser: argparse.ArgumentParser, *, startup_grace: float = 15.0) -> None:
+    """The gateway's options; ``startup_grace``: the default of ``--startup-grace`` (0 for
+    ``toolmesh serve``, whose parts all start before its gateway listens)."""
     parser.add_argument("--host", default=os.environ.get("TOOLMESH_HOST", "127.0.0.1"),
                         help="gateway address (env TOOLMESH_HOST; default: %(default)s)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("TOOLMESH_PORT", "8888")),
@@ -80,8 +82,39 @@ def add_gateway(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--insecure", action="store_true",
                         default=os.environ.get("TOOLMESH_INSECURE", "") in ("1", "true", "yes"),
                         help="allow listening beyond loopback without a token (dangerous)")
+    parser.add_argument("--startup-grace", type=float,
+                        default=float(os.environ.get("TOOLMESH_STARTUP_GRACE", startup_grace)),
+                        help="seconds after start during which a request to a service that "
+                             "is not consuming yet waits for it (within its deadline) instead "
+                             "of a 503 at once (env TOOLMESH_STARTUP_GRACE; default: "
+                             "%(default)s)")
     parser.add_argument("--max-body", type=int, default=16 * 1024 * 1024,
                         help="largest request body in bytes (default: %(default)s)")
+    parser.add_argument("--max-connections", type=int,
+                        default=int(os.environ.get("TOOLMESH_MAX_CONNECTIONS", "1024")),
+                        help="connections open at once; more are answered 503 "
+                             "(env TOOLMESH_MAX_CONNECTIONS; default: %(default)s)")
+    parser.add_argument("--idle-timeout", type=float,
+                        default=float(os.environ.get("TOOLMESH_IDLE_TIMEOUT", "15")),
+                        help="seconds a connection may go without completing a request "
+                             "(env TOOLMESH_IDLE_TIMEOUT; default: %(default)s)")
+    parser.add_argument("--body-timeout", type=float,
+                        default=float(os.environ.get("TOOLMESH_BODY_TIMEOUT", "30")),
+                        help="seconds a request body may take to arrive; slower gets 408 "
+                             "(env TOOLMESH_BODY_TIMEOUT; default: %(default)s)")
+    parser.add_argument("--bodies-in-flight", type=int,
+                        default=int(os.environ.get("TOOLMESH_BODIES_IN_FLIGHT",
+                                                   str(64 * 1024 * 1024))),
+                        help="bytes of request bodies read at once; more get 503 "
+                             "(env TOOLMESH_BODIES_IN_FLIGHT; default: %(default)s)")
+    parser.add_argument("--ws-auth-timeout", type=float,
+                        default=float(os.environ.get("TOOLMESH_WS_AUTH_TIMEOUT", "5")),
+                        help="seconds a WebSocket may take to authenticate when a token is set "
+                             "(env TOOLMESH_WS_AUTH_TIMEOUT; default: %(default)s)")
+    parser.add_argument("--ws-send-timeout", type=float,
+                        default=float(os.environ.get("TOOLMESH_WS_SEND_TIMEOUT", "10")),
+                        help="seconds a WebSocket client may leave answers unread before it is "
+                             "cut off (env TOOLMESH_WS_SEND_TIMEOUT; default: %(default)s)")
 
 
 def gateway_token(args: argparse.Namespace) -> str | None:
@@ -145,3 +178,28 @@ def add_agent(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tool-timeout", type=float,
                         default=float(os.environ.get("TOOLMESH_TOOL_TIMEOUT", "120")),
                         help="seconds a tool may take (default: %(default)s)")
+
+
+def add_lifecycle(parser: argparse.ArgumentParser) -> None:
+    """How a process stops, and which flow its agent or mcp-tool service serves."""
+    parser.add_argument("--drain-timeout", type=float,
+                        default=float(os.environ.get("TOOLMESH_DRAIN_TIMEOUT", "10")),
+                        help="on SIGTERM, seconds the requests in hand get to finish before "
+                             "they are cancelled with an error reply (env "
+                             "TOOLMESH_DRAIN_TIMEOUT; default: %(default)s)")
+    parser.add_argument("--flow", default=os.environ.get("TOOLMESH_FLOW", "default"),
+                        help="the flow the agent and mcp-tool parts serve (queues "
+                             "request:tg:agent:FLOW, ...); define it with a flow/FLOW config "
+                             "item (env TOOLMESH_FLOW; default: %(default)s)")
+
+
+def add_deadlines(parser: argparse.ArgumentParser) -> None:
+    """The gateway's per-service deadlines."""
+    from toolmesh.gateway.deadlines import DEFAULT_DEADLINES
+
+    defaults = ", ".join(f"{k}={v:g}" for k, v in DEFAULT_DEADLINES.items())
+    parser.add_argument("--deadline", action="append", metavar="SERVICE=SECONDS",
+                        default=_env_list("TOOLMESH_DEADLINES"),
+                        help="how long the gateway waits for a service, and the most a "
+                             "request may ask for with X-Timeout; repeat for more (env "
+                             f"TOOLMESH_DEADLINES; defaults: {defaults}; others 60)")

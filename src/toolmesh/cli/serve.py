@@ -13,6 +13,7 @@ from toolmesh.cli import options, run_service
 from toolmesh.config.stdio import StdioAllowList
 from toolmesh.errors import ToolmeshError
 from toolmesh.logs import register_secret
+from toolmesh.rpc.service import Service
 from toolmesh.runtime import Part, configure_logging, serve
 from toolmesh.urls import mask_url
 
@@ -36,10 +37,12 @@ def add_parsers(commands: Any) -> None:
                                         "gateway in one process until Ctrl-C.")
     options.add_bus(p)
     options.add_config_store(p)
-    options.add_gateway(p)
+    options.add_gateway(p, startup_grace=0.0)
     options.add_llm(p)
     options.add_agent(p)
     options.add_mcp_stdio(p)
+    options.add_deadlines(p)
+    options.add_lifecycle(p)
     options.add_log_level(p)
     p.set_defaults(run=run_serve)
 
@@ -59,6 +62,8 @@ def add_parsers(commands: Any) -> None:
     options.add_llm(r)
     options.add_agent(r)
     options.add_mcp_stdio(r)
+    options.add_deadlines(r)
+    options.add_lifecycle(r)
     options.add_log_level(r)
     r.set_defaults(run=run_part)
 
@@ -68,12 +73,21 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
     from toolmesh.gateway import GatewayOptions
     from toolmesh.gateway.access import AccessPolicy, check_exposure
     from toolmesh.gateway.auth import Auth
+    from toolmesh.gateway.bounds import Bounds
+    from toolmesh.gateway.deadlines import Deadlines
 
     token = options.gateway_token(args)
     check_exposure(host=args.host, token=token, insecure=args.insecure)
     AccessPolicy.build(listen_host=args.host, auth=Auth(token),  # refuses a bad origin now
                        allow_origins=args.allow_origin, allow_hosts=args.allow_host)
-    return GatewayOptions(host=args.host, port=args.port, token=token, max_body=args.max_body,
+    bounds = Bounds(max_body=args.max_body, max_connections=args.max_connections,
+                    idle_timeout=args.idle_timeout, body_timeout=args.body_timeout,
+                    bodies_in_flight=args.bodies_in_flight, ws_auth_timeout=args.ws_auth_timeout,
+                    ws_send_timeout=args.ws_send_timeout)
+    deadlines = Deadlines().with_overrides(args.deadline)
+    return GatewayOptions(host=args.host, port=args.port, token=token, bounds=bounds,
+                          deadlines=deadlines, shutdown_timeout=args.drain_timeout,
+                          startup_grace=args.startup_grace,
                           allow_origins=tuple(args.allow_origin),
                           allow_hosts=tuple(args.allow_host), insecure=args.insecure)
 
@@ -151,13 +165,17 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
     if part == "mcp-tool":
         from toolmesh.mcp import McpToolService
 
-        return McpToolService(bus, stdio_allow=stdio_allow(args))
+        return McpToolService(bus, stdio_allow=stdio_allow(args),
+                              request_queue=f"request:tg:mcp-tool:{args.flow}",
+                              response_queue=f"response:tg:mcp-tool:{args.flow}")
     if part == "agent":
         from toolmesh.agent.react import AgentOptions
         from toolmesh.agent.service import AgentService
 
         return AgentService(bus, options=AgentOptions(max_iterations=args.max_iterations,
-                                                      tool_timeout=args.tool_timeout))
+                                                      tool_timeout=args.tool_timeout),
+                            request_queue=f"request:tg:agent:{args.flow}",
+                            response_queue=f"response:tg:agent:{args.flow}")
     raise unknown_part(part)
 
 
@@ -165,6 +183,10 @@ async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     for url in (args.bus, getattr(args, "config_store", None)):
         register_secret(_password(url))
+    from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
+
+    if not valid_flow_id(args.flow):
+        raise ToolmeshError(f"--flow {args.flow!r}: {FLOW_ID_RULE}", type="usage-error")
     if "gateway" in parts:
         # before anything starts: an unsafe exposure or an unreadable token file ends here
         args.gateway_options = gateway_options(args)
@@ -173,7 +195,11 @@ async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
     providers: list[LLMProvider] = []
     try:
         log.info("bus: %s", mask_url(args.bus))
-        await serve(bus, [await build(p, bus, args, stores, providers) for p in parts])
+        built = [await build(p, bus, args, stores, providers) for p in parts]
+        for part in built:
+            if isinstance(part, Service):
+                part.drain_timeout = args.drain_timeout
+        await serve(bus, built)
     finally:
         for store in stores:
             await store.close()

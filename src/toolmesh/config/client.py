@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from toolmesh.bus.base import Bus, Message, Subscription
 from toolmesh.config.service import (
@@ -27,15 +27,20 @@ from toolmesh.rpc.client import RequestClient, RpcClient
 
 log = logging.getLogger("toolmesh.config.client")
 
+CONFIG_HINT = "is `toolmesh run config` running? (`toolmesh serve` runs every part)"
+
 
 class ConfigClient(RpcClient):
     """The config operations over the bus; each returns the service's response dict."""
 
     def __init__(self, bus: Bus, *, timeout: float = 30.0,
                  request_queue: str = CONFIG_REQUEST_QUEUE,
-                 response_queue: str = CONFIG_RESPONSE_QUEUE) -> None:
+                 response_queue: str = CONFIG_RESPONSE_QUEUE,
+                 when_no_consumer: Literal["wait", "fail"] = "wait",
+                 hint: str = CONFIG_HINT) -> None:
         self.timeout = timeout
-        self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue)
+        self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue,
+                                  when_no_consumer=when_no_consumer, hint=hint)
 
 
     async def request(self, request: Mapping[str, Any], *,
@@ -71,6 +76,12 @@ class ConfigClient(RpcClient):
         response = await self.request({"operation": "get", "workspace": workspace,
                                        "keys": [{"type": type, "key": key}]})
         return response["values"][0]["value"]
+
+    async def list(self, type: str, *, workspace: str = DEFAULT_WORKSPACE) -> list[str]:
+        """The keys of ``type``."""
+        response = await self.request({"operation": "list", "workspace": workspace,
+                                       "type": type})
+        return [str(k) for k in response.get("directory") or []]
 
     async def config(self, *, workspace: str = DEFAULT_WORKSPACE) -> tuple[int, dict[str, dict[str, str]]]:
         """``(version, {type: {key: value}})`` for the whole workspace."""

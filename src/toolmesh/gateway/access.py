@@ -41,8 +41,8 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
 #: routes that do their own authentication, or need none
-PUBLIC_PATHS = frozenset({"/api/v1/health", "/api/v1/socket"})
-CORS_HEADERS = "Authorization, Content-Type, X-Workspace"
+PUBLIC_PATHS = frozenset({"/api/v1/health", "/api/v1/socket", "/api/v1/openapi.json"})
+CORS_HEADERS = "Authorization, Content-Type, X-Workspace, X-Timeout"
 CORS_METHODS = "GET, POST, OPTIONS"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -118,6 +118,15 @@ def _default_port_dropped(host_header: str, scheme: str) -> str:
     return host
 
 
+def media_type(request: web.Request) -> str:
+    """The media type of the body, without its parameters.
+
+    Not aiohttp's ``request.content_type``: that parses the parameters with the standard
+    library's email parser, which raises IndexError on some malformed ones (``;x*``).
+    """
+    return request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+
 def error_response(status: int, type: str, message: str) -> web.Response:
     return web.json_response({"error": {"type": type, "message": message}}, status=status)
 
@@ -187,7 +196,7 @@ class AccessPolicy:
             return error_response(403, "forbidden-origin", (
                 f"requests from origin {origin!r} are refused: web pages of other origins may "
                 "not use this gateway; start it with --allow-origin ORIGIN to allow one"))
-        if request.method in BODY_METHODS and request.content_type != JSON:
+        if request.method in BODY_METHODS and media_type(request) != JSON:
             return error_response(415, "unsupported-media-type", (
                 f"send the body as JSON with 'Content-Type: {JSON}' (got "
                 f"{request.headers.get('Content-Type') or 'none'!r}), e.g. "

@@ -18,8 +18,11 @@ class Auth:
     def accepts(self, token: str | None) -> bool:
         if self._token is None:
             return True
-        # constant-time comparison: the token is a secret
-        return token is not None and hmac.compare_digest(token.encode(), self._token.encode())
+        # constant-time comparison: the token is a secret. surrogateescape: a header that was
+        # not UTF-8 reaches us with escaped bytes; it is simply not the token.
+        return token is not None and hmac.compare_digest(
+            token.encode("utf-8", "surrogateescape"),
+            self._token.encode("utf-8", "surrogateescape"))
 
     def accepts_header(self, header: str | None) -> bool:
         """Check an ``Authorization: Bearer <token>`` header."""

@@ -3,6 +3,11 @@
 An endpoint yields the service's responses as they come (one for config, many for a streaming
 agent), each with a flag saying whether it is the final one. Error responses are passed through as they are:
 the REST and WebSocket layers decide how to show them.
+
+Endpoints send with ``when_no_consumer="fail"``: when the bus can tell that nothing consumes a
+service's queue, the caller hears ``service-unavailable`` at once, with a hint naming the
+process to start. How long they wait is the gateway's deadline for the route, set around the
+call (:mod:`toolmesh.rpc.deadline`), not theirs.
 """
 
 from __future__ import annotations
@@ -59,9 +64,10 @@ class BusEndpoint:
     """
 
     def __init__(self, bus: Bus, name: str, *, request_queue: str, response_queue: str,
-                 per_flow: bool = False, timeout: float = 600.0,
+                 per_flow: bool = False, timeout: float | None = None,
                  is_final: Callable[[dict[str, Any]], bool] = default_is_final,
-                 prepare: Prepare = with_workspace, present: Present = without_nulls) -> None:
+                 prepare: Prepare = with_workspace, present: Present = without_nulls,
+                 hint: str | None = None) -> None:
         self.name = name
         self.per_flow = per_flow
         self.timeout = timeout
@@ -70,7 +76,8 @@ class BusEndpoint:
         self._is_final = is_final
         self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue,
                                   subscription=f"gateway-{name}", is_final=is_final,
-                                  error_of=lambda response: None)
+                                  error_of=lambda response: None, when_no_consumer="fail",
+                                  hint=hint)
 
     async def start(self) -> None:
         await self._rpc.start()
@@ -89,15 +96,18 @@ class FlowEndpoint:
     """A per-flow service: ``{flow}`` in the queue names picks the flow's instance."""
 
     def __init__(self, bus: Bus, name: str, *, request_queue: str, response_queue: str,
-                 timeout: float = 600.0,
+                 timeout: float | None = None,
                  is_final: Callable[[dict[str, Any]], bool] = default_is_final,
-                 prepare: Prepare = with_workspace) -> None:
+                 prepare: Prepare = with_workspace, part: str | None = None) -> None:
         self.name = name
         self.per_flow = True
         self._bus = bus
         self._queues = (request_queue, response_queue)
         self._options: dict[str, Any] = {"timeout": timeout, "is_final": is_final,
                                          "prepare": prepare}
+        #: the ``toolmesh run PART`` that serves this endpoint (for hints)
+        self._part = part or name
+        # one subscription per flow: the gateway calls this only for flows that exist
         self._flows: dict[str, BusEndpoint] = {}
         self._lock = asyncio.Lock()
 
@@ -115,9 +125,11 @@ class FlowEndpoint:
             async with self._lock:
                 endpoint = self._flows.get(flow)
                 if endpoint is None:
+                    flag = "" if flow == "default" else f" --flow {flow}"
                     endpoint = BusEndpoint(
                         self._bus, self.name, request_queue=self._queues[0].format(flow=flow),
                         response_queue=self._queues[1].format(flow=flow), per_flow=True,
+                        hint=f"is `toolmesh run {self._part}{flag}` running?",
                         **self._options)
                     await endpoint.start()
                     self._flows[flow] = endpoint

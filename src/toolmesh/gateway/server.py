@@ -14,29 +14,62 @@ requests are served. Config values leave the gateway with their secrets masked.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from toolmesh.bus.base import Bus
-from toolmesh.config.service import CONFIG_REQUEST_QUEUE, CONFIG_RESPONSE_QUEUE, DEFAULT_WORKSPACE
-from toolmesh.errors import RequestError
+from toolmesh.config.client import ConfigClient
+from toolmesh.config.service import (
+    CONFIG_REQUEST_QUEUE,
+    CONFIG_RESPONSE_QUEUE,
+    DEFAULT_WORKSPACE,
+)
+from toolmesh.errors import RequestError, RequestTimeout, ToolmeshError
 from toolmesh.gateway.access import AUTHENTICATED, AccessPolicy, check_exposure
 from toolmesh.gateway.auth import Auth
-from toolmesh.gateway.endpoints import BusEndpoint, Endpoint, FlowEndpoint, without_nulls
+from toolmesh.gateway.bounds import BodyBudget, BoundedWebSocket, Bounds, CappedSite
+from toolmesh.gateway.deadlines import Deadlines, hint
+from toolmesh.gateway.endpoints import (
+    BusEndpoint,
+    Endpoint,
+    FlowEndpoint,
+    without_nulls,
+)
+from toolmesh.gateway.flows import DEFAULT_FLOW, FlowRegistry, FlowService
 from toolmesh.gateway.http_log import quiet_malformed_requests
+from toolmesh.gateway.json_body import BadJson, parse_json, valid_text
+from toolmesh.gateway.memory import (
+    LARGE_BODY,
+    pin_mmap_threshold,
+    read_body,
+    release_memory,
+)
+from toolmesh.gateway.openapi import openapi_handler
 from toolmesh.gateway.socket import SocketSession
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
 from toolmesh.logs import register_secret
+from toolmesh.rpc import deadline
+from toolmesh.rpc.backoff import pauses
 from toolmesh.schema.agent import is_final as agent_is_final
 from toolmesh.secrets.masking import mask_config_response
 
 log = logging.getLogger("toolmesh.gateway")
 
-DEFAULT_MAX_BODY = 16 * 1024 * 1024
+#: hands one response (and whether it is the final one) to the client
+Send = Callable[[dict[str, Any], bool], Awaitable[None]]
+
+#: the HTTP status of each error type a call can end with (others: 502, the service's error)
+ERROR_STATUS: dict[str, int] = {
+    "bad-request": 400,
+    "unknown-flow": 404,
+    "unknown-service": 404,
+    "service-unavailable": 503,
+    "timeout": 504,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,15 +85,29 @@ class GatewayOptions:
     allow_hosts: tuple[str, ...] = ()
     #: listen beyond loopback without a token (refused otherwise)
     insecure: bool = False
-    max_body: int = DEFAULT_MAX_BODY
-    timeout: float = 600.0
+    #: sizes, depths, in-flight caps and read timeouts
+    bounds: Bounds = field(default_factory=Bounds)
+    #: how long each route waits for its service (and the most a request may ask for)
+    deadlines: Deadlines = field(default_factory=Deadlines)
     #: seconds requests in flight may take to finish when the gateway stops
     shutdown_timeout: float = 5.0
+    #: seconds after start during which a request to a service nothing consumes yet waits
+    #: for it (within its deadline) instead of failing at once with 503: parts started
+    #: together, in any order, serve the first request
+    startup_grace: float = 0.0
     extra_endpoints: tuple[Endpoint, ...] = field(default=())
+
+
+#: how much longer than the services' drain the gateway waits for their last answers
+STOP_MARGIN = 0.5
 
 
 def error_body(type: str, message: str) -> dict[str, Any]:
     return {"error": {"type": type, "message": message}}
+
+
+def error_response(status: int, type: str, message: str) -> web.Response:
+    return web.json_response(error_body(type, message), status=status)
 
 
 class Gateway:
@@ -77,19 +124,24 @@ class Gateway:
                                          allow_hosts=options.allow_hosts)
         self.endpoints: dict[str, Endpoint] = {}
         self.add(BusEndpoint(bus, "config", request_queue=CONFIG_REQUEST_QUEUE,
-                             response_queue=CONFIG_RESPONSE_QUEUE, timeout=options.timeout,
+                             response_queue=CONFIG_RESPONSE_QUEUE, hint=hint("config"),
                              present=lambda r: mask_config_response(without_nulls(r))))
         self.add(FlowEndpoint(bus, "agent", request_queue="request:tg:agent:{flow}",
-                              response_queue="response:tg:agent:{flow}", timeout=options.timeout,
+                              response_queue="response:tg:agent:{flow}",
                               is_final=agent_is_final))
         self.add(FlowEndpoint(bus, "mcp-tool", request_queue="request:tg:mcp-tool:{flow}",
-                              response_queue="response:tg:mcp-tool:{flow}",
-                              timeout=options.timeout))
-        self.add(ToolServiceEndpoint(bus, max_timeout=options.timeout))
+                              response_queue="response:tg:mcp-tool:{flow}"))
+        self.add(ToolServiceEndpoint(bus, max_timeout=options.deadlines.of("tool-service")))
+        self._config = ConfigClient(bus, timeout=options.deadlines.of("config"),
+                                    when_no_consumer="fail", hint=hint("config"))
+        self.flows = FlowRegistry(bus, self._config)
+        self.add(FlowService(self.flows, self._config))
         for endpoint in options.extra_endpoints:
             self.add(endpoint)
         self._runner: web.AppRunner | None = None
+        self._bodies = BodyBudget(options.bounds.bodies_in_flight)
         self._sessions: set[SocketSession] = set()
+        self._grace_until = 0.0
         self.url = ""
 
     def add(self, endpoint: Endpoint) -> None:
@@ -97,24 +149,38 @@ class Gateway:
         self.endpoints[endpoint.name] = endpoint
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.options.max_body,
-                              middlewares=[self.access.middleware])
+        app = web.Application(client_max_size=self.options.bounds.max_body,
+                              middlewares=[self._last_resort, self.access.middleware])
         app.router.add_get("/api/v1/socket", self._socket)
         app.router.add_post("/api/v1/flow/{flow}/service/{service}", self._flow_rest)
+        app.router.add_get("/api/v1/openapi.json", openapi_handler)
         app.router.add_post("/api/v1/{service}", self._global_rest)
         app.router.add_get("/api/v1/health", self._health)
         return app
 
     async def start(self) -> None:
+        self._grace_until = asyncio.get_running_loop().time() + self.options.startup_grace
         quiet_malformed_requests()
+        pin_mmap_threshold()  # large bodies' memory goes back to the system once freed
+        await self._config.start()
+        await self.flows.start()
         for endpoint in self.endpoints.values():
             await endpoint.start()
         # On stop, requests still waiting (a long dialog, a call whose service is gone) get
         # a few seconds, then are cancelled; aiohttp's default would hold the exit for 60 s.
+        # keepalive_timeout: aiohttp closes a connection that has not completed a request in
+        # that long, from its start too (a slow or silent client holds nothing for long).
+        bounds = self.options.bounds
+        # handler_cancellation: a client that disconnects cancels its request, and with it
+        # the wait for the bus
         self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False,
-                                     shutdown_timeout=self.options.shutdown_timeout)
+                                     shutdown_timeout=self.options.shutdown_timeout
+                                     + 2 * STOP_MARGIN,
+                                     keepalive_timeout=bounds.idle_timeout,
+                                     handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.options.host, self.options.port)
+        site = CappedSite(self._runner, self.options.host, self.options.port,
+                          max_connections=bounds.max_connections)
         try:
             await site.start()
         except OSError as e:
@@ -130,13 +196,18 @@ class Gateway:
                      ", ".join(sorted(self.access.allow_origins)))
 
     async def stop(self) -> None:
-        for session in list(self._sessions):
-            await session.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        # WebSocket requests in flight get the drain time as REST ones do (the services'
+        # answers, or their service-stopping errors, still reach the clients), then an error
+        # frame each; meanwhile the runner stops listening and waits for REST handlers.
+        drains = [session.drain(self.options.shutdown_timeout + STOP_MARGIN)
+                  for session in list(self._sessions)]
+        cleanup = [self._runner.cleanup()] if self._runner is not None else []
+        await asyncio.gather(*drains, *cleanup)
+        self._runner = None
         for endpoint in self.endpoints.values():
             await endpoint.stop()
+        await self.flows.stop()
+        await self._config.stop()
 
     async def __aenter__(self) -> Gateway:
         await self.start()
@@ -157,37 +228,127 @@ class Gateway:
         return await self._rest(request, request.match_info["service"],
                                 flow=request.match_info["flow"])
 
+    @web.middleware
+    async def _last_resort(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """A bug must not reach the client as aiohttp's text 500: log it, answer JSON."""
+        try:
+            return await handler(request)
+        except web.HTTPException as e:
+            if e.status < 400 or request.path.startswith("/api/v1/socket"):
+                raise
+            response = error_response(
+                e.status, "not-found" if e.status == 404 else "bad-request",
+                e.reason if e.status != 404 else f"no route {request.path!r}")
+            if "Allow" in e.headers:  # a 405 says which methods the route takes
+                response.headers["Allow"] = e.headers["Allow"]
+            return response
+        except (asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception:
+            log.exception("unexpected failure answering %s %r", request.method, request.path)
+            return error_response(500, "internal-error", "the gateway failed on this request "
+                                  "(a bug: its log has the details)")
+
+    async def _read(self, request: web.Request) -> dict[str, Any] | web.Response:
+        """The request's body as a JSON object, or the response that refuses it."""
+        bounds = self.options.bounds
+        size = request.content_length
+        if size is not None and size > bounds.max_body:
+            return error_response(413, "request-too-large", f"the request body is over the "
+                                  f"gateway's limit of {bounds.max_body} bytes")
+        reserved = size if size is not None else bounds.max_body
+        if not self._bodies.take(reserved):
+            return error_response(503, "server-busy", "the gateway is reading too many request "
+                                  "bodies at once; try again shortly")
+        try:
+            async with asyncio.timeout(bounds.body_timeout):
+                raw = await read_body(request, bounds.max_body)
+            body = parse_json(raw, max_depth=bounds.max_json_depth)
+        except web.HTTPRequestEntityTooLarge:
+            return error_response(413, "request-too-large", f"the request body is over the "
+                                  f"gateway's limit of {bounds.max_body} bytes")
+        except TimeoutError:
+            return error_response(408, "request-timeout", f"the request body did not arrive "
+                                  f"within {bounds.body_timeout:g} s")
+        except BadJson as e:
+            return error_response(400, e.type, e.message)
+        finally:
+            self._bodies.give(reserved)
+            if request.content.total_bytes >= LARGE_BODY:
+                release_memory()
+        if not isinstance(body, dict):
+            return error_response(400, "bad-request", "the body must be a JSON object")
+        return body
+
     async def _rest(self, request: web.Request, service: str, *, flow: str | None) -> web.Response:
         # origin, host, content type and token were checked by the access middleware
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return web.json_response(error_body(
-                "request-too-large",
-                f"the request body is over the gateway's limit of {self.options.max_body} bytes"),
-                status=413)
-        try:
-            body = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            return web.json_response(error_body("bad-request", f"the body is not JSON: {e}"),
-                                     status=400)
-        if not isinstance(body, dict):
-            return web.json_response(error_body("bad-request", "the body must be a JSON object"),
-                                     status=400)
+        body = await self._read(request)
+        if isinstance(body, web.Response):
+            return body
         endpoint = self.endpoints.get(service)
         if endpoint is None or endpoint.per_flow != (flow is not None):
             return web.json_response(error_body("unknown-service", self._unknown(service, flow)),
                                      status=404)
         workspace = request.headers.get("X-Workspace") or DEFAULT_WORKSPACE
+        if not valid_text(workspace):
+            return error_response(400, "bad-request", "the X-Workspace header is not valid UTF-8")
         # A REST caller gets one body back, so a streaming agent would only add traffic.
         body.setdefault("streaming", False)
+        responses: list[dict[str, Any]] = []
+
+        async def collect(response: dict[str, Any], final: bool) -> None:
+            responses.append(response)
+
         try:
-            responses = [r async for r, _ in endpoint.call(body, workspace=workspace,
-                                                           flow=flow or "default")]
-        except RequestError as e:
-            status = 504 if e.type == "timeout" else 502
-            return web.json_response(error_body(e.type, e.message), status=status)
+            timeout = self.options.deadlines.for_request(service,
+                                                         request.headers.get("X-Timeout"))
+            await self.forward(endpoint, body, workspace=workspace, flow=flow,
+                               timeout=timeout, send=collect)
+        except ToolmeshError as e:
+            return error_response(ERROR_STATUS.get(e.type, 502), e.type, e.message)
+        if not responses:  # an endpoint must answer at least once; a bug if not
+            return error_response(502, "no-response", f"{service!r} ended without an answer")
         return web.json_response(self.rest_result(service, responses))
+
+    async def forward(self, endpoint: Endpoint, request: dict[str, Any], *, workspace: str,
+                      flow: str | None, timeout: float, send: Send) -> None:
+        """Call ``endpoint`` under ``timeout``, handing each response to ``send``.
+
+        Raises :class:`ToolmeshError`: ``unknown-flow`` for a flow that does not exist (before
+        anything is sent on the bus), ``service-unavailable`` when nothing consumes the
+        service's queue, ``timeout`` when no (final) answer came in time — each with a message
+        that says what to check.
+        """
+        flow = flow or DEFAULT_FLOW
+        # Within this block every bus call made for the request ends before `timeout`.
+        with deadline.handling(timeout):
+            if endpoint.per_flow:
+                await self.flows.check(workspace, flow)
+            scope = asyncio.timeout(timeout)
+            loop = asyncio.get_running_loop()
+            try:
+                async with scope:
+                    for pause in pauses():
+                        sent = False
+                        try:
+                            async for response, final in endpoint.call(
+                                    request, workspace=workspace, flow=flow):
+                                sent = True
+                                await send(response, final)
+                            return
+                        except RequestError as e:
+                            # While the deployment starts, a service nothing consumes *yet*
+                            # is waited for, as services wait for each other; later, 503 at
+                            # once. Nothing was delivered (the broker returned the request).
+                            left = self._grace_until - loop.time()
+                            if e.type != "service-unavailable" or sent or left <= 0:
+                                raise
+                        await asyncio.sleep(min(pause, left))
+            except TimeoutError:
+                if not scope.expired():
+                    raise
+                raise RequestTimeout(f"{endpoint.name!r} did not answer within {timeout:g} s: "
+                                     f"{hint(endpoint.name)}") from None
 
     def rest_result(self, service: str, responses: list[dict[str, Any]]) -> dict[str, Any]:
         """The one body a REST call returns for a (possibly streamed) set of responses: the
@@ -203,7 +364,11 @@ class Gateway:
     # -- WebSocket ----------------------------------------------------------------------
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse(max_msg_size=self.options.max_body, heartbeat=30)
+        ws = BoundedWebSocket(send_timeout=self.options.bounds.ws_send_timeout,
+                              max_msg_size=self.options.bounds.max_body, heartbeat=30)
+        if not ws.can_prepare(request).ok:
+            return error_response(400, "bad-request", "this is the WebSocket endpoint: "
+                                  "connect to it with a WebSocket client")  # type: ignore[return-value]
         await ws.prepare(request)
         session = SocketSession(self, ws, authenticated=request.get(AUTHENTICATED, False))
         self._sessions.add(session)
@@ -213,7 +378,7 @@ class Gateway:
             self._sessions.discard(session)
         return ws
 
-    def find(self, service: str, flow: str | None) -> Endpoint | None:
+    def find(self, service: str) -> Endpoint | None:
         """The endpoint a WebSocket frame names (global services ignore ``flow``)."""
         return self.endpoints.get(service)
 

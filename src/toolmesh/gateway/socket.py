@@ -1,10 +1,13 @@
 """One WebSocket connection: an auth handshake, then many requests multiplexed by ``id``.
 
 Frames in: ``{"type": "auth", "token": ...}`` and
-``{"id", "workspace", "service", "flow", "request"}``. Frames out: ``{"type": "auth-ok",
+``{"id", "workspace", "service", "flow", "request", "timeout"?}`` (``timeout``: seconds, at most
+the gateway's deadline for the service). Frames out: ``{"type": "auth-ok",
 "default_workspace": ...}`` / ``{"type": "auth-failed", ...}``, then per request
 ``{"id", "response", "complete"}`` for each response and ``{"id", "error", "complete": true}``
-when it fails. A bad frame gets an error frame; it never closes the connection.
+when it fails. A bad frame gets an error frame (with its id when it has one); input never
+closes the connection — only the bounds do: no authentication within ``ws_auth_timeout``
+seconds, or ``ws_auth_attempts`` wrong tokens (close code 1008).
 """
 
 from __future__ import annotations
@@ -15,15 +18,26 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from toolmesh.config.service import DEFAULT_WORKSPACE
-from toolmesh.errors import RequestError
+from toolmesh.errors import ToolmeshError
+from toolmesh.gateway.json_body import BadJson, parse_json, top_level_id
 
 if TYPE_CHECKING:
     from toolmesh.gateway.server import Gateway
 
 log = logging.getLogger("toolmesh.gateway.socket")
+
+
+def _frame_id(frame: Any) -> str | int | None:
+    """The id of a frame, if it has a usable one (a string or an integer)."""
+    if not isinstance(frame, dict):
+        return None
+    request_id = frame.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        return None
+    return request_id
 
 
 class SocketSession:
@@ -32,9 +46,13 @@ class SocketSession:
     def __init__(self, gateway: Gateway, ws: web.WebSocketResponse, *, authenticated: bool) -> None:
         self.gateway = gateway
         self.ws = ws
+        self.bounds = gateway.options.bounds
         self.authenticated = authenticated or not gateway.auth.required
+        self._failed_auths = 0
         self._send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+        self._auth_deadline: asyncio.Task[None] | None = None
 
     async def send(self, frame: dict[str, Any]) -> None:
         if self.ws.closed:
@@ -43,39 +61,83 @@ class SocketSession:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await self.ws.send_str(json.dumps(frame))
 
+    async def error(self, request_id: str | int | None, type: str, message: str) -> None:
+        await self.send({"id": request_id, "complete": True,
+                         "error": {"type": type, "message": message}})
+
     async def run(self) -> None:
+        if not self.authenticated:
+            self._auth_deadline = asyncio.create_task(self._close_unless_authenticated())
         try:
             async for message in self.ws:
                 if message.type == WSMsgType.TEXT:
                     await self._on_frame(message.data)
                 elif message.type == WSMsgType.BINARY:
-                    await self.send({"id": None, "complete": True, "error": {
-                        "type": "bad-request", "message": "frames must be JSON text"}})
+                    await self.error(None, "bad-request", "frames must be JSON text")
                 elif message.type == WSMsgType.ERROR:
                     log.info("websocket closed with error: %s", self.ws.exception())
         finally:
+            if self._auth_deadline is not None:
+                self._auth_deadline.cancel()
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def close(self) -> None:
-        await self.ws.close()
+    async def close(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"") -> None:
+        await self.ws.close(code=code, message=message)
+
+    async def drain(self, timeout: float) -> None:
+        """Take no more requests; those in flight get ``timeout`` seconds, then each ends with
+        a ``service-stopping`` error frame; then close."""
+        self._stopping = True
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.close()
+
+    async def _close_unless_authenticated(self) -> None:
+        """A timer, not a poll: one wait, then one look."""
+        await asyncio.sleep(self.bounds.ws_auth_timeout)
+        if not self.authenticated:
+            await self.close(WSCloseCode.POLICY_VIOLATION,
+                             f"no authentication within {self.bounds.ws_auth_timeout:g} s".encode())
 
     async def _on_frame(self, text: str) -> None:
         try:
-            frame = json.loads(text)
-        except json.JSONDecodeError as e:
-            await self.send({"id": None, "complete": True,
-                             "error": {"type": "bad-request", "message": f"frame is not JSON: {e}"}})
+            frame = parse_json(text, max_depth=self.bounds.max_json_depth, what="the frame")
+        except BadJson as e:
+            request_id = _frame_id(e.value) if e.value is not None else top_level_id(text)
+            await self.error(request_id, e.type, e.message)
             return
+        request_id = _frame_id(frame)
         if not isinstance(frame, dict):
-            await self.send({"id": None, "complete": True,
-                             "error": {"type": "bad-request", "message": "frame must be an object"}})
+            await self.error(None, "bad-request", "a frame must be a JSON object")
             return
         if frame.get("type") == "auth":
             await self._on_auth(frame)
             return
-        task = asyncio.create_task(self._on_request(frame))
+        if not self.authenticated:
+            await self.error(request_id, "auth-required",
+                             'authenticate first: send {"type": "auth", "token": "..."}')
+            return
+        if request_id is None:
+            await self.error(None, "bad-request", "a request frame needs an 'id' (a string or "
+                                                  "an integer)")
+            return
+        if self._stopping:
+            await self.error(request_id, "service-stopping", "the gateway is stopping; send "
+                                                             "the request again")
+            return
+        if len(self._tasks) >= self.bounds.ws_in_flight:
+            # answered here, in the reading loop: a client that floods without reading its
+            # answers stalls on its own socket instead of piling up work in the gateway
+            await self.error(request_id, "too-many-requests",
+                             f"this connection already has {self.bounds.ws_in_flight} requests "
+                             "in flight; wait for some to complete")
+            return
+        task = asyncio.create_task(self._on_request(request_id, frame))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -83,43 +145,62 @@ class SocketSession:
         token = frame.get("token")
         if self.gateway.auth.accepts(token if isinstance(token, str) else None):
             self.authenticated = True
+            if self._auth_deadline is not None:
+                self._auth_deadline.cancel()
             await self.send({"type": "auth-ok", "default_workspace": DEFAULT_WORKSPACE})
-        else:
-            self.authenticated = False
-            await self.send({"type": "auth-failed", "error": "invalid token"})
-
-    async def _on_request(self, frame: dict[str, Any]) -> None:
-        request_id = frame.get("id")
-
-        async def fail(type: str, message: str) -> None:
-            await self.send({"id": request_id, "complete": True,
-                             "error": {"type": type, "message": message}})
-
-        if not self.authenticated:
-            await fail("auth-required", "authenticate first: send "
-                                        '{"type": "auth", "token": "..."}')
             return
+        self.authenticated = False
+        self._failed_auths += 1
+        await self.send({"type": "auth-failed", "error": "invalid token"})
+        if self._failed_auths >= self.bounds.ws_auth_attempts:
+            await self.close(WSCloseCode.POLICY_VIOLATION,
+                             f"{self._failed_auths} wrong tokens".encode())
+
+    async def _on_request(self, request_id: str | int, frame: dict[str, Any]) -> None:
+        try:
+            await self._serve(request_id, frame)
+        except asyncio.CancelledError:
+            if self._stopping:
+                await self.error(request_id, "service-stopping", "the gateway stopped before "
+                                 "this request was answered; send it again")
+            raise
+        except Exception:  # a bug: the client still gets its answer, the log the traceback
+            log.exception("request %r on the websocket failed", request_id)
+            await self.error(request_id, "internal-error",
+                             "the gateway failed on this request (a bug: its log has the details)")
+
+    async def _serve(self, request_id: str | int, frame: dict[str, Any]) -> None:
         service, request = frame.get("service"), frame.get("request")
-        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            await fail("bad-request", "a request frame needs an 'id'")
-            return
         if not isinstance(service, str) or not isinstance(request, dict):
-            await fail("bad-request", "a request frame needs 'service' (a string) and "
-                                      "'request' (an object)")
+            await self.error(request_id, "bad-request", "a request frame needs 'service' (a "
+                                                        "string) and 'request' (an object)")
             return
-        flow = frame.get("flow") if isinstance(frame.get("flow"), str) else None
-        endpoint = self.gateway.find(service, flow)
+        endpoint = self.gateway.find(service)
         if endpoint is None:
             known = ", ".join(sorted(self.gateway.endpoints))
-            await fail("unknown-service", f"unknown service {service!r}; available: {known}")
+            await self.error(request_id, "unknown-service",
+                             f"unknown service {service!r}; available: {known}")
             return
-        workspace = frame.get("workspace") if isinstance(frame.get("workspace"), str) else None
+        flow = frame.get("flow")
+        workspace = frame.get("workspace")
+        if flow is not None and not isinstance(flow, str):
+            await self.error(request_id, "bad-request", "'flow' must be a string")
+            return
+        if workspace is not None and not isinstance(workspace, str):
+            await self.error(request_id, "bad-request", "'workspace' must be a string")
+            return
+
+        async def send(response: dict[str, Any], final: bool) -> None:
+            out: dict[str, Any] = {"id": request_id, "response": response, "complete": final}
+            if final and response.get("error"):
+                out["error"] = response["error"]
+            await self.send(out)
+
         try:
-            async for response, final in endpoint.call(
-                    request, workspace=workspace or DEFAULT_WORKSPACE, flow=flow or "default"):
-                out: dict[str, Any] = {"id": request_id, "response": response, "complete": final}
-                if final and response.get("error"):
-                    out["error"] = response["error"]
-                await self.send(out)
-        except RequestError as e:
-            await fail(e.type, e.message)
+            timeout = self.gateway.options.deadlines.for_request(service, frame.get("timeout"))
+            await self.gateway.forward(endpoint, request,
+                                       workspace=workspace or DEFAULT_WORKSPACE,
+                                       flow=flow if endpoint.per_flow else None,
+                                       timeout=timeout, send=send)
+        except ToolmeshError as e:
+            await self.error(request_id, e.type, e.message)

@@ -24,8 +24,9 @@ from typing import Any
 from toolmesh.bus.base import Bus
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.config.client import ConfigClient
-from toolmesh.errors import RequestTimeout, ServiceError, ToolmeshError
+from toolmesh.errors import RequestError, RequestTimeout, ServiceError, ToolmeshError
 from toolmesh.schema.json_object import json_object
+from toolmesh.schema.json_text import loads
 from toolmesh.schema.tool_service import DEFAULT_USER
 from toolmesh.tools.client import ToolServiceClient
 from toolmesh.tools.queues import resolve_queues
@@ -57,12 +58,16 @@ class ToolServiceCall:
             raise _bad("a tool-service request needs 'id': the key of a tool-service config "
                        "item, e.g. {\"id\": \"joke-service\", \"arguments\": {...}}")
         try:
+            # JSON text here was not seen by the gateway's body check: json_object decodes it
+            # and refuses nesting too deep and lone surrogates, which would fail on the bus
             config = json_object(request.get("config"), name="'config'")
             arguments = json_object(request.get("arguments"), name="'arguments'")
         except ValueError as e:
             raise _bad(str(e)) from None
-        user = request.get("user") or DEFAULT_USER
-        if not isinstance(user, str):
+        user = request.get("user")
+        if user is None or user == "":
+            user = DEFAULT_USER
+        elif not isinstance(user, str):  # 0, [] or {} too: refused, not taken as the default
             raise _bad(f"'user' must be a string, not {type(user).__name__}")
         timeout = request.get("timeout", min(DEFAULT_CALL_TIMEOUT, max_timeout))
         if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
@@ -91,7 +96,7 @@ class Descriptor:
         # The config service validates tool-service items on put; this guards against a
         # store written by something else, with the same kind of message.
         try:
-            item = json.loads(value)
+            item = loads(value, what="the value")  # never RecursionError, whatever is stored
             if not isinstance(item, dict):
                 raise ValueError("the value is not a JSON object")
             request_queue, response_queue = (str(parse_queue_id(q)) for q in resolve_queues(
@@ -135,7 +140,8 @@ class ToolServiceEndpoint:
         ``response_queue``) reach a config service on other than the default queues."""
         self.max_timeout = max_timeout
         self._bus = bus
-        self._config = ConfigClient(bus, timeout=config_timeout, **(config_queues or {}))
+        self._config = ConfigClient(bus, timeout=config_timeout, when_no_consumer="fail",
+                                    **(config_queues or {}))
         self._clients: dict[tuple[str, str], ToolServiceClient] = {}
         self._lock = asyncio.Lock()
 
@@ -153,12 +159,17 @@ class ToolServiceEndpoint:
         try:
             call = ToolServiceCall.parse(request, max_timeout=self.max_timeout)
             named = request.get("workspace")
+            if named is not None and not isinstance(named, str):
+                raise _bad(f"'workspace' must be a string, not {type(named).__name__}")
             descriptor = await self._descriptor(
                 call.id, named if isinstance(named, str) and named else workspace)
             descriptor.check(call.config)
             client = await self._client(descriptor)
-        except RequestTimeout:
-            raise
+        except RequestError as e:
+            if e.type in ("timeout", "service-unavailable"):
+                raise  # the gateway answers these with 504 / 503
+            yield _error(e)
+            return
         except ToolmeshError as e:
             yield _error(e)
             return
@@ -172,10 +183,12 @@ class ToolServiceEndpoint:
                 text = await client.call(user=call.user, config=call.config,
                                          arguments=call.arguments, timeout=call.timeout)
                 yield {"response": text, "end_of_stream": True}, True
-        except RequestTimeout:
-            raise RequestTimeout(
-                f"tool service {call.id!r} did not answer within {call.timeout:g} s "
-                f"(is a service consuming {descriptor.request_queue}?)") from None
+        except RequestTimeout as e:
+            raise RequestTimeout(f"tool service {call.id!r} did not answer: {e.message}") from None
+        except RequestError as e:
+            if e.type == "service-unavailable":
+                raise
+            yield _error(e)
         except ToolmeshError as e:  # the service's own error, passed through as it is
             yield _error(e)
 
@@ -190,10 +203,8 @@ class ToolServiceEndpoint:
     async def _descriptor(self, id: str, workspace: str) -> Descriptor:
         try:
             value = await self._config.get(NAME, id, workspace=workspace)
-        except RequestTimeout:
-            raise RequestTimeout(f"the config service did not answer within "
-                                 f"{self._config.timeout:g} s, so tool-service/{id} could not "
-                                 "be read") from None
+        except RequestTimeout as e:
+            raise RequestTimeout(f"tool-service/{id} could not be read: {e.message}") from None
         if value is None:
             raise ServiceError(
                 f"no tool service {id!r} in workspace {workspace!r}: config item "
@@ -207,8 +218,11 @@ class ToolServiceEndpoint:
         async with self._lock:
             client = self._clients.get(key)
             if client is None:
-                client = ToolServiceClient(self._bus, request_queue=key[0],
-                                           response_queue=key[1])
+                client = ToolServiceClient(
+                    self._bus, request_queue=key[0], response_queue=key[1],
+                    when_no_consumer="fail",
+                    hint=f"is the tool service {descriptor.id!r} (which consumes {key[0]}) "
+                         "running?")
                 await client.start()
                 self._clients[key] = client
         return client

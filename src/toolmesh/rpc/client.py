@@ -25,14 +25,12 @@ from typing import Any, Literal, Self
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subscription
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, NoConsumer, RequestError, RequestTimeout
-from toolmesh.rpc import deadline
+from toolmesh.rpc import backoff, deadline
 
 log = logging.getLogger("toolmesh.rpc")
 
 DEFAULT_TIMEOUT = 600.0
 
-#: first and longest pause between sends while nothing consumes the request queue
-RETRY_FIRST, RETRY_MAX = 0.05, 1.0
 
 
 def default_is_final(response: dict[str, Any]) -> bool:
@@ -185,8 +183,7 @@ class RequestClient:
                               due: float | None, timeout: float | None) -> None:
         assert self._producer is not None
         loop = asyncio.get_running_loop()
-        pause = RETRY_FIRST
-        while True:
+        for pause in backoff.pauses():
             if due is not None:
                 properties[deadline.PROPERTY] = f"{max(due - loop.time(), 0.001):.3f}"
             try:
@@ -208,8 +205,7 @@ class RequestClient:
                 raise RequestError("the request client was stopped", type="client-closed")
             if left is not None and left <= pause:
                 raise RequestTimeout(f"nothing consumed {self.request_queue} within "
-                                     f"{timeout:g} s: {self.hint}")
-            pause = min(pause * 2, RETRY_MAX)
+                                     f"{timeout:.3g} s: {self.hint}")
 
     async def _receive(self, inbox: asyncio.Queue[dict[str, Any]], due: float | None,
                        timeout: float | None) -> dict[str, Any]:
@@ -218,7 +214,7 @@ class RequestClient:
                 response = await inbox.get()
         except TimeoutError:
             raise RequestTimeout(f"no response from {self.request_queue} within "
-                                 f"{timeout:g} s: {self.hint}") from None
+                                 f"{timeout:.3g} s: {self.hint}") from None
         error = self._error_of(response)
         if error is not None:
             raise error

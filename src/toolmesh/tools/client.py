@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from toolmesh.bus.base import Bus
-from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient, default_is_final
+from toolmesh.rpc.client import (
+    DEFAULT_TIMEOUT,
+    RequestClient,
+    RpcClient,
+    default_is_final,
+)
 from toolmesh.schema import tool_service as wire
 
 
@@ -18,9 +23,13 @@ class ToolServiceClient(RpcClient):
     """
 
     def __init__(self, bus: Bus, *, request_queue: str, response_queue: str,
-                 subscription: str | None = None) -> None:
+                 subscription: str | None = None,
+                 when_no_consumer: Literal["wait", "fail"] = "wait",
+                 hint: str | None = None) -> None:
+        """``when_no_consumer`` and ``hint``: see :class:`~toolmesh.rpc.client.RequestClient`."""
         self._rpc = RequestClient(bus, request_queue=request_queue,
-                                  response_queue=response_queue, subscription=subscription)
+                                  response_queue=response_queue, subscription=subscription,
+                                  when_no_consumer=when_no_consumer, hint=hint)
 
     async def call(self, *, user: str, config: Mapping[str, Any] | None = None,
                    arguments: Mapping[str, Any] | None = None,

@@ -1,0 +1,200 @@
+"""Every limit the gateway puts on what clients send, in one policy object.
+
+Whatever a client sends, the gateway's memory and connections stay bounded:
+
+* a body is at most ``max_body`` bytes (413), nested at most ``max_json_depth`` levels (400),
+  and must arrive within ``body_timeout`` seconds (408);
+* all bodies being read at once together hold at most ``bodies_in_flight`` bytes; a request
+  beyond that waits for nothing and gets ``503 server-busy``;
+* a connection that has not completed a request within ``idle_timeout`` seconds is closed
+  (slow or silent clients: slowloris); at most ``max_connections`` are open at once, further
+  ones are answered 503 and closed;
+* a WebSocket runs at most ``ws_in_flight`` requests at once (beyond: a ``too-many-requests``
+  error frame), must authenticate within ``ws_auth_timeout`` seconds when a token is set, and
+  is closed after ``ws_auth_attempts`` wrong tokens; a peer that leaves the gateway's frames
+  unread for ``ws_send_timeout`` seconds is cut off (else it would hold its connection forever).
+
+What a body costs once answered is :mod:`toolmesh.gateway.memory`'s business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from toolmesh.gateway.json_body import MAX_DEPTH
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bounds:
+    """The gateway's limits (see the module docstring); the defaults suit one machine."""
+
+    max_body: int = 16 * MiB
+    max_json_depth: int = MAX_DEPTH
+    bodies_in_flight: int = 64 * MiB
+    body_timeout: float = 30.0
+    idle_timeout: float = 15.0
+    max_connections: int = 1024
+    ws_in_flight: int = 64
+    ws_auth_timeout: float = 5.0
+    ws_auth_attempts: int = 3
+    ws_send_timeout: float = 10.0
+
+
+class BodyBudget:
+    """Bytes of request bodies being read at once, against a ceiling."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_use = 0
+
+    def take(self, size: int) -> bool:
+        """Reserve ``size`` bytes; ``False`` (nothing reserved) if that would pass the limit."""
+        if self.in_use + size > self.limit and self.in_use > 0:
+            return False  # one body alone may always use the whole budget
+        self.in_use += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.in_use -= size
+
+
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s")
+_BUSY_BODY = (b'{"error": {"type": "server-busy", "message": "the gateway has too many open '
+              b'connections; try again shortly"}}')
+
+
+class _Refuse(asyncio.Protocol):
+    """Answers a connection beyond the cap with a 503 and closes it, reading nothing."""
+
+    def connection_made(self, transport: Any) -> None:
+        transport.write(_BUSY % (len(_BUSY_BODY), _BUSY_BODY))
+        transport.close()
+
+
+class _Counted(asyncio.Protocol):
+    """Counts its connection as open from the moment it is accepted until it is lost; all else
+    is the wrapped protocol's."""
+
+    def __init__(self, inner: asyncio.Protocol, site: CappedSite) -> None:
+        self._inner = inner
+        self._site = site
+        site.open += 1
+
+    def connection_made(self, transport: Any) -> None:
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._site.open -= 1
+        self._inner.connection_lost(exc)
+
+
+class CappedSite(web.TCPSite):
+    """A TCP site that accepts at most ``max_connections`` connections at once.
+
+    It counts connections itself, from the moment each is accepted: aiohttp lists one only
+    once its ``connection_made`` has run, a loop iteration later, so a burst of connections
+    accepted together all saw the same count and went past the cap (171 of 300 against a cap
+    of 50).
+    """
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, *,
+                 max_connections: int, **kwargs: Any) -> None:
+        super().__init__(runner, host, port, **kwargs)
+        self.max_connections = max_connections
+        #: connections accepted and not yet lost
+        self.open = 0
+
+    async def start(self) -> None:
+        # BaseSite.start registers the site; TCPSite.start would create the server itself.
+        await web.BaseSite.start(self)
+        server = self._runner.server
+        assert server is not None
+        cap = self.max_connections
+
+        def protocol() -> asyncio.BaseProtocol:
+            return _Counted(server(), self) if self.open < cap else _Refuse()
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(protocol, self._host, self._port,
+                                                backlog=self._backlog,
+                                                reuse_address=self._reuse_address,
+                                                reuse_port=self._reuse_port)
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+
+class BoundedWebSocket(web.WebSocketResponse):
+    """A WebSocket whose peer cannot hold the connection by not reading it.
+
+    aiohttp waits without limit for a peer to read: a send blocks once the buffers are full,
+    ``close()`` first drains them, and a transport closed with bytes still unsent stays open
+    until they are sent, so a client that floods without reading kept its connection (and a
+    slot under ``max_connections``) forever, past the auth timeout and the heartbeat, and held
+    up the gateway's stop. Here a send or close that waits longer than ``send_timeout`` cuts
+    the connection: its socket is closed at once, whatever is still queued dropped.
+    """
+
+    def __init__(self, *, send_timeout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.send_timeout = send_timeout
+        self._transport: asyncio.Transport | None = None
+
+    async def prepare(self, request: web.BaseRequest) -> Any:
+        self._transport = request.transport
+        return await super().prepare(request)
+
+    async def send_frame(self, message: bytes, opcode: Any, compress: int | None = None) -> None:
+        await self._bounded(super().send_frame(message, opcode, compress))
+
+    async def send_str(self, data: str, compress: int | None = None) -> None:
+        await self._bounded(super().send_str(data, compress))
+
+    async def send_bytes(self, data: bytes, compress: int | None = None) -> None:
+        await self._bounded(super().send_bytes(data, compress))
+
+    async def close(self, *, code: int = 1000, message: bytes = b"", drain: bool = True) -> bool:
+        try:
+            async with asyncio.timeout(self.send_timeout):
+                return await super().close(code=code, message=message, drain=drain)
+        except TimeoutError:
+            self._cut()
+            return True
+        finally:
+            # Bytes still queued keep the transport open until the peer reads them: it gets
+            # one more ``send_timeout`` (abort is a no-op on a connection already gone).
+            transport = self._transport
+            if transport is not None and transport.get_write_buffer_size():
+                asyncio.get_running_loop().call_later(self.send_timeout, self._cut)
+
+    async def _bounded(self, sending: Any) -> None:
+        try:
+            async with asyncio.timeout(self.send_timeout):
+                await sending
+        except TimeoutError:
+            self._cut()
+            raise ConnectionResetError(f"the peer left our frames unread for "
+                                       f"{self.send_timeout:g} s; connection cut") from None
+
+    def _cut(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
