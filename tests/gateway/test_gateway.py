@@ -241,3 +241,20 @@ async def test_a_silent_service_is_a_504_at_the_routes_deadline_or_the_requests(
     assert 0.2 < timings["asked"] < 0.55
     assert timings["more than allowed"] < 1.5  # capped at the route's 0.6 s
     await bus.close()
+
+
+async def test_a_client_that_disconnects_cancels_its_request(tmp_path: Path) -> None:
+    bus = await connect(new_memory_url())
+    silent = Silent(bus, request_queue="request:tg:config", response_queue="response:tg:config",
+                    subscription="silent", drain_timeout=0.1)
+    async with silent, Gateway(bus, GatewayOptions(port=0)) as gw:
+        config = gw.endpoints["config"]
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises(TimeoutError):
+                await http.post(gw.url + "api/v1/config", json={"operation": "config"},
+                                timeout=aiohttp.ClientTimeout(total=0.3))
+        # the gateway stops waiting for the answer nobody will read (not after 10 s)
+        async with asyncio.timeout(2):
+            while config._rpc.in_flight:  # type: ignore[attr-defined]
+                await asyncio.sleep(0.02)
+    await bus.close()
