@@ -47,8 +47,8 @@ def unknown_flow(flow: str, workspace: str, known: list[str] | None = None) -> S
     listed = f"; flows: {', '.join(known)}" if known else ""
     return ServiceError(
         f"no flow {flow!r} in workspace {workspace!r}{listed}. Define it with "
-        f"'toolmesh config put flow/{flow} '{{\"description\": \"...\"}}'' and serve it with "
-        f"'toolmesh run agent --flow {flow}'", type="unknown-flow")
+        f"`echo '{{\"description\": \"...\"}}' | toolmesh config put flow/{flow}` and serve "
+        f"it with `toolmesh run agent --flow {flow}`", type="unknown-flow")
 
 
 def describe(flow: str, value: str | None) -> dict[str, Any]:
