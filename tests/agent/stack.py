@@ -41,6 +41,8 @@ class Stack:
     joke_queues: tuple[str, str]
     mcp: McpToolService
     prompt: PromptService
+    #: the agent's agent-tools (tool status) queues
+    tools_queues: tuple[str, str] = ("", "")
 
     async def put(self, items: Mapping[tuple[str, str], Any]) -> int:
         """Store config items (dicts are JSON-encoded) and wait until the agent has them."""
@@ -90,7 +92,7 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                       joke: bool = True) -> AsyncIterator[Stack]:
     t = backend.topic("stack")
     q = {name: (f"request:tg:{t}-{name}", f"response:tg:{t}-{name}")
-         for name in ("config", "tc", "prompt", "agent", "joke", "mcp")}
+         for name in ("config", "tc", "prompt", "agent", "joke", "mcp", "tools")}
     config_queues = {"request_queue": q["config"][0], "response_queue": q["config"][1],
                      "push_queue": f"notify:tg:{t}-config"}
     bus = await backend.connect()
@@ -107,11 +109,14 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         if joke:
             await stack.enter_async_context(JokeService(bus, request_queue=q["joke"][0],
                                                         response_queue=q["joke"][1]))
-        mcp_queues = {"request_queue": q["mcp"][0], "response_queue": q["mcp"][1]}
+        mcp_queues = {"request_queue": q["mcp"][0], "response_queue": q["mcp"][1],
+                      "notify_queue": f"notify:tg:{t}-mcp"}
         mcp = McpToolService(bus, config_queues=config_queues, **mcp_queues)
         await stack.enter_async_context(mcp)
         agent = AgentService(bus, request_queue=q["agent"][0], response_queue=q["agent"][1],
                              mcp_queues=mcp_queues,
+                             tools_queues={"request_queue": q["tools"][0],
+                                           "response_queue": q["tools"][1]},
                              prompt_queues={"request_queue": q["prompt"][0],
                                             "response_queue": q["prompt"][1]},
                              config_queues=config_queues, options=options)
@@ -121,4 +126,4 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         client = await stack.enter_async_context(RequestClient(
             await backend.connect(), request_queue=q["agent"][0], response_queue=q["agent"][1],
             is_final=is_final, error_of=lambda response: None))
-        yield Stack(backend, llm, config, agent, client, q["joke"], mcp, prompt)
+        yield Stack(backend, llm, config, agent, client, q["joke"], mcp, prompt, q["tools"])

@@ -62,12 +62,13 @@ async def test_the_prompt_lists_every_tool_with_its_arguments(backend: Backend, 
                                 "description": "Tell the time"}})
         assert answer_of(await s.ask("What can you do?")) == "ok"
     prompt = llm.prompts[0][1]
+    # TrustGraph's arguments have no "required": declared arguments are optional unless marked
     assert ("Tool: tell-joke\nDescription: Tell a joke on a given topic\nArguments:\n"
-            "- topic (string): The topic for the joke (e.g., programming, animals, food)") in prompt
+            "- topic (string) — The topic for the joke (e.g., programming, animals, food)") in prompt
     assert ("Tool: summarise\nDescription: Summarise a text in one sentence\nArguments:\n"
-            "- text (string): The text to summarise\n- words (integer) (optional): Most words") in prompt
+            "- text (string) — The text to summarise\n- words (integer) — Most words") in prompt
     assert ("Tool: ask-llm\nDescription: Ask the language model directly\nArguments:\n"
-            "- question (string): ") in prompt
+            "- question (string, required) — ") in prompt
     assert "Tool: clock\nDescription: Tell the time\nArguments: none" in prompt
     assert "Question: What can you do?" in prompt
 
@@ -77,8 +78,8 @@ async def test_the_prompt_lists_every_tool_with_its_arguments(backend: Backend, 
     ('Thought: t\nAction: teleport\nArgs: {}', "Error: there is no tool 'teleport'. Available tools: 'tell-joke'."),
     ('Thought: t\nAction: tell-joke\nArgs: {"topic": "food",}', "Error: your reply could not be parsed: the Args of 'tell-joke' are not valid JSON"),
     ("I will just chat", "Error: your reply could not be parsed: the reply has neither 'Action:' nor 'Final Answer:'"),
-    ('Thought: t\nAction: tell-joke\nArgs: {"subject": "food"}', "Error: invalid arguments for 'tell-joke': missing required argument 'topic' (string); unknown argument 'subject'"),
-    ('Thought: t\nAction: tell-joke\nArgs: {"topic": 7}', "Error: invalid arguments for 'tell-joke': argument 'topic' must be string, not integer"),
+    ('Thought: t\nAction: tell-joke\nArgs: {"topic": 7}', "Error: invalid arguments for 'tell-joke': $.topic: must be string, not integer"),
+    ('Thought: t\nAction: tell-joke\nArgs: ["food"]', "Error: invalid arguments for 'tell-joke': Args must be a JSON object, not array"),
 ])
 async def test_the_models_mistakes_become_observations_and_the_loop_goes_on(
         backend: Backend, tmp_path: Path, streaming: bool, reply: str, complaint: str) -> None:
@@ -175,18 +176,20 @@ async def test_config_changes_apply_to_a_running_agent(backend: Backend, tmp_pat
         await s.ask("added")
         await s.put({("tool", "tell-joke"): {**TELL_JOKE, "description": "Jokes, new and improved"}})
         await s.ask("changed")
-        # a tool that cannot be built leaves the previous one in place and is reported
+        # a tool that cannot be built is not offered (it could only fail), and says why
         await s.put({("tool", "tell-joke"): {**TELL_JOKE, "service": "missing-service"}})
         await s.ask("broken")
         assert "tool/tell-joke" in s.agent.toolset.problems
-        assert "no config item tool-service/missing-service" in s.agent.toolset.problems["tool/tell-joke"]
+        (status,) = s.agent.toolset.statuses()
+        assert (status.key, status.status) == ("tell-joke", "not-offered")
+        assert "no config item tool-service/missing-service" in str(status.reason)
         await s.delete(("tool", "tell-joke"))
         await s.ask("deleted")
     before, added, changed, broken, deleted = (p for _, p in llm.prompts)
     assert "Tool: tell-joke" not in before
     assert "Description: Tell a joke on a given topic" in added
     assert "Description: Jokes, new and improved" in changed
-    assert "Description: Jokes, new and improved" in broken
+    assert "Tool: tell-joke" not in broken
     assert "Tool: tell-joke" not in deleted
 
 

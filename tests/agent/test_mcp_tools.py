@@ -11,7 +11,6 @@ import pytest
 from tests.agent.stack import agent_stack, answer_of, observations
 from tests.conftest import Backend
 from tests.mcp.servers import ServerProcess, running_server
-from toolmesh.bus.memory import new_memory_url
 from toolmesh.llm import Rule, ScriptedLLM
 
 FINISH = Rule(r"\nObservation: (?P<obs>.*?)\n\nYour reply", "Thought: done\nFinal Answer: {obs}")
@@ -21,15 +20,6 @@ FINISH = Rule(r"\nObservation: (?P<obs>.*?)\n\nYour reply", "Thought: done\nFina
 async def mcp_server() -> AsyncIterator[ServerProcess]:
     async with running_server("streamable-http", name="agent-test") as server:
         yield server
-
-
-@pytest.fixture
-async def memory() -> AsyncIterator[Backend]:
-    """The memory bus only: the bus is covered elsewhere; these tests are about MCP tools."""
-    backend = Backend("memory", new_memory_url())
-    yield backend
-    for bus in backend.buses:
-        await bus.close()
 
 
 def weather_tool(**extra: object) -> dict[str, object]:
@@ -50,8 +40,11 @@ async def test_declared_arguments_are_shown_and_passed_unchanged(
     assert observations(messages) == ["Paris: sunny for 2 days"]
     assert answer_of(messages) == "Paris: sunny for 2 days"
     prompt = llm.prompts[0][1]
+    # the declared descriptions, completed by the server's schema: city is required there,
+    # days has a default
     assert ("Tool: get-weather\nDescription: Get the weather forecast\nArguments:\n"
-            "- city (string): City name\n- days (integer): How many days") in prompt
+            "- city (string, required) — City name\n"
+            "- days (integer; default 1) — How many days\n") in prompt
 
 
 async def test_undeclared_arguments_come_from_the_servers_input_schema(
@@ -62,8 +55,8 @@ async def test_undeclared_arguments_come_from_the_servers_input_schema(
                      ("tool", "adder"): {"type": "mcp-tool", "name": "adder", "mcp-tool": "add",
                                          "description": "Add two numbers"}})
         messages = await s.ask("2+40?")
-    assert "Tool: adder\nDescription: Add two numbers\nArguments:\n- a (integer)" in llm.prompts[0][1]
-    assert "- b (integer)" in llm.prompts[0][1]
+    assert ("Tool: adder\nDescription: Add two numbers\nArguments:\n"
+            "- a (integer, required)\n- b (integer, required)\n") in llm.prompts[0][1]
     assert observations(messages) == ["42"]
 
 
@@ -79,7 +72,8 @@ async def test_arguments_are_checked_against_the_input_schema_too(
                          {"name": "days", "type": "string", "description": "Days"}])})
         messages = await s.ask("weather?")
     (observation,) = observations(messages)
-    assert observation.startswith("Error: invalid arguments for 'get-weather': days: 'two' is not of type 'integer'")
+    assert observation.startswith("Error: invalid arguments for 'get-weather': "
+                                  "$.days: must be integer, not string. You passed:")
 
 
 async def test_an_mcp_error_result_is_an_error_observation(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolmesh.agent.parser import Action, FinalAnswer, ParseFailure, StreamingParser, parse_reply
+from toolmesh.agent.parser import Action, FinalAnswer, ParseFailure, parse_reply
+from toolmesh.agent.streaming import StreamingParser
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -57,5 +57,6 @@ async def test_a_dialog_through_the_gateway_calls_an_mcp_tool_with_arguments(tmp
     assert body["answer"] == "The forecast says: Paris: sunny for 3 days"
     first, second = llm.requests
     assert ("Tool: get-weather\nDescription: Weather forecast for a city\nArguments:\n"
-            "- city (string): The city\n- days (integer): How many days") in first.prompt
+            "- city (string, required) — The city\n- days (integer; default 1) — How many days"
+            ) in first.prompt
     assert 'Args: {"city": "Paris", "days": 3}\nObservation: Paris: sunny for 3 days' in second.prompt

@@ -7,6 +7,7 @@ behind the gateway; only the invoke failures that happen before (or without) it 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -179,13 +180,13 @@ async def test_tg_set_tool_with_trustgraphs_flags(served: Served) -> None:
     assert [a["type"] for a in tool["arguments"]] == ["integer", "boolean", "object", "array"]
     assert tool["group"] == [] and tool["template"] == "summary"
 
-    code, out, err = await script(
+    # TrustGraph's query types call services toolmesh does not run: refused, saying so
+    one_line_failure(await script(
         "tg-set-tool", "--id", "ask", "--name", "ask_kb", "--type", "knowledge-query",
-        "--description", "Ask the knowledge base", "--collection", "docs", *u)
-    assert code == 0, err
-    assert await stored(served, "tool/ask") == {
-        "name": "ask_kb", "description": "Ask the knowledge base", "type": "knowledge-query",
-        "collection": "docs"}
+        "--description", "Ask the knowledge base", "--collection", "docs", *u),
+        "config-error: invalid field 'type' of tool/ask: tool type 'knowledge-query' is not "
+        "available in this deployment: it calls TrustGraph's graph-rag service")
+    assert "ask" not in await keys(served, "tool")
 
 
 async def test_tg_show_tools_and_delete(served: Served) -> None:
@@ -205,6 +206,14 @@ async def test_tg_show_tools_and_delete(served: Served) -> None:
     code, out, err = await script("tg-show-tools", *u)
     assert code == 0, err
     calc, summ, joke = tables(out)  # in key order
+    # the status row: what the agent offers, and why not (a wrapped cell, joined again)
+    statuses = [t.pop("status").replace("\n", " ") for t in (calc, summ, joke)]
+    assert statuses == [
+        "not offered: tool/calc uses MCP tool 'calculator', but there is no config item "
+        "mcp/calculator",
+        "available",
+        "not offered: tool/tell-joke uses tool service 'joke-service', but there is no config "
+        "item tool-service/joke-service"]
     assert calc == {"id": "calc", "name": "calculate", "description": "Do math",
                     "type": "mcp-tool", "mcp-tool": "calculator", "next state": "done",
                     "available in": "start, end"}
@@ -214,6 +223,21 @@ async def test_tg_show_tools_and_delete(served: Served) -> None:
                     "available in": "all states"}
     assert summ == {"id": "sum", "name": "summarise", "description": "Summarise",
                     "type": "prompt", "template": "summary", "arg 0": "text: string\nThe text"}
+
+    # `toolmesh tools`: the same, one line per tool
+    code, out, err = await run_toolmesh("tools", *u)
+    assert code == 0, err
+    header, *lines = out.splitlines()
+    assert header.split() == ["KEY", "NAME", "TYPE", "STATUS", "REASON"]
+    assert [line.split()[:4] for line in lines] == [
+        ["calc", "calculate", "mcp-tool", "not"], ["sum", "summarise", "prompt", "available"],
+        ["tell-joke", "tell-joke", "tool-service", "not"]]
+    assert lines[0].endswith("not offered  tool/calc uses MCP tool 'calculator', but there is "
+                             "no config item mcp/calculator")
+    code, out, err = await run_toolmesh("tools", "--json", *u)
+    assert code == 0, err
+    assert [(t["key"], t["status"]) for t in json.loads(out)["tools"]] == [
+        ("calc", "not-offered"), ("sum", "available"), ("tell-joke", "not-offered")]
 
     code, out, err = await script("tg-delete-tool", "--id", "calc", *u)
     assert (code, out.strip()) == (0, "Tool 'calc' deleted successfully."), err
@@ -266,6 +290,7 @@ async def test_invalid_input_is_refused_with_one_line(served: Served) -> None:
          "--transport stdio takes --command, not a URL"),
         (["mcp", "set", "m", "--url", "http://h/", "-u", DOWN], "cannot reach the gateway"),
         (["mcp", "show", "-u", DOWN], "cannot reach the gateway"),
+        (["tools", "-u", DOWN], "cannot reach the gateway"),
     ]:
         one_line_failure(await run_toolmesh(*args), complaint)
     # nothing was stored by any of them

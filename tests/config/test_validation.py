@@ -69,3 +69,23 @@ def test_an_ordinary_auth_token_is_accepted() -> None:
 def test_a_stdio_env_value_with_a_lone_surrogate_is_refused_naming_it() -> None:
     value = json.dumps({"transport": "stdio", "command": "uvx", "env": {"API_KEY": "\ud800"}})
     assert refusal("mcp", value).endswith('at ["env"]["API_KEY"]')
+
+
+@pytest.mark.parametrize(("tool_type", "service"), [
+    ("knowledge-query", "graph-rag"), ("structured-query", "structured-query"),
+    ("row-embeddings-query", "row-embeddings-query")])
+def test_a_trustgraph_query_tool_is_refused_saying_what_would_make_it_work(
+        tool_type: str, service: str) -> None:
+    # no service here implements these types: stored, such a tool could only ever fail
+    message = refusal("tool", json.dumps({"type": tool_type, "name": "ask", "description": "d",
+                                          "collection": "docs"}))
+    assert message.startswith(f"invalid field 'type' of tool/bad: tool type {tool_type!r} is "
+                              "not available in this deployment")
+    assert f"TrustGraph's {service} service" in message
+    assert "store this tool with type 'tool-service'" in message
+
+
+def test_the_tool_types_toolmesh_implements_are_accepted() -> None:
+    for item in ({"type": "text-completion"}, {"type": "prompt", "template": "t"},
+                 {"type": "mcp-tool", "mcp-tool": "m"}, {"type": "tool-service", "service": "s"}):
+        validate("tool", "ok", json.dumps({**item, "name": "n", "description": "d"}))

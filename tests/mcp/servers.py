@@ -39,8 +39,9 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
 # The server (runs in the child process)
 # --------------------------------------------------------------------------------------------
 
-def build_server(name: str) -> MCPServer:
-    """The test MCP server."""
+def build_server(name: str, *, place: str = "town") -> MCPServer:
+    """The test MCP server; ``place`` names the argument of ``forecast`` (a server whose
+    schema changes between restarts is started with another one)."""
     seen: dict[str, Any] = {"initializations": 0, "cancel_notifications": 0, "cancelled": [],
                             "calls": 0}
     cancelled = anyio.Event()
@@ -119,6 +120,29 @@ def build_server(name: str) -> MCPServer:
         header = (ctx.headers or {}).get("authorization", "")
         return hashlib.sha256(header.encode()).hexdigest()
 
+    def forecast_town(town: str) -> str:
+        return f"forecast for {town}: rain"
+
+    def forecast_city(city: str) -> str:
+        return f"forecast for {city}: rain"
+
+    mcp.add_tool(forecast_town if place == "town" else forecast_city, name="forecast",
+                 description=f"The forecast for a {place}.")
+
+    @mcp.tool()
+    def large(size: int) -> str:
+        """A text of ``size`` characters (for the message-size limits)."""
+        return "x" * size
+
+    @mcp.tool()
+    async def register(ctx: Context, tool: str) -> str:
+        """Add a tool named ``tool`` and tell the client (notifications/tools/list_changed)."""
+        def added(word: str) -> str:
+            return f"{tool}: {word}"
+        mcp.add_tool(added, name=tool, description=f"The tool {tool!r}, added at run time.")
+        await ctx.session.send_tool_list_changed()
+        return f"added {tool}"
+
     @mcp.tool()
     def stats() -> dict[str, Any]:
         """What this server has seen."""
@@ -151,10 +175,11 @@ def require_token(app: Any, token: str) -> Any:
     return guarded
 
 
-async def serve_http(name: str, transport: str, port: int, token: str | None) -> None:
+async def serve_http(name: str, transport: str, port: int, token: str | None, *,
+                     place: str = "town") -> None:
     import uvicorn
 
-    mcp = build_server(name)
+    mcp = build_server(name, place=place)
     app = mcp.sse_app() if transport == "sse" else mcp.streamable_http_app()
     if token:
         app = require_token(app, token)
@@ -171,6 +196,19 @@ async def serve_http(name: str, transport: str, port: int, token: str | None) ->
     await Server(config).serve(sockets=[sock])
 
 
+async def serve_mute(port: int) -> None:
+    """Accept TCP connections and never answer (a hung server: every request waits)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # keep it open; read nothing, answer nothing
+
+    server = await asyncio.start_server(hold, sock=_bind(port))
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
+    print(f"listening on {url}", file=sys.stderr, flush=True)
+    await asyncio.Event().wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="a test MCP server")
     parser.add_argument("--transport", choices=["streamable-http", "sse", "stdio"],
@@ -178,17 +216,24 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--name", default="test-server")
     parser.add_argument("--token", help="refuse HTTP requests without this bearer token")
+    parser.add_argument("--place", choices=["town", "city"], default="town",
+                        help="the argument of the forecast tool (its schema changes with it)")
+    parser.add_argument("--mute", action="store_true",
+                        help="HTTP: accept connections and never answer")
     parser.add_argument("--stubborn", action="store_true",
                         help="stdio: ignore SIGTERM and stay alive after stdin closes")
     args = parser.parse_args()
     if args.transport == "stdio":
         if args.stubborn:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        anyio.run(build_server(args.name).run_stdio_async)
+        anyio.run(build_server(args.name, place=args.place).run_stdio_async)
         if args.stubborn:
             signal.pause()  # only SIGKILL ends us now
+    elif args.mute:
+        asyncio.run(serve_mute(args.port))
     else:
-        asyncio.run(serve_http(args.name, args.transport, args.port, args.token))
+        asyncio.run(serve_http(args.name, args.transport, args.port, args.token,
+                               place=args.place))
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,6 +264,7 @@ class ServerProcess:
     url: str
     process: asyncio.subprocess.Process
     stderr: list[str] = field(default_factory=list)
+    args: tuple[str, ...] = ()
     _drain: asyncio.Task[None] | None = None
 
     @property
@@ -233,10 +279,12 @@ class ServerProcess:
         """Kill the server abruptly (no goodbye to its clients) and wait for it to be gone."""
         await self._end(signal.SIGKILL)
 
-    async def restart(self) -> None:
-        """Start a new server process on the same port (after :meth:`kill` or :meth:`stop`)."""
+    async def restart(self, *, args: tuple[str, ...] | None = None) -> None:
+        """Start a new server process on the same port (after :meth:`kill` or :meth:`stop`),
+        with other command-line ``args`` if given (``("--place", "city")``)."""
+        self.args = self.args if args is None else args
         fresh = await start_server(self.transport, port=self.port, name=self.name,
-                                   token=self.token)
+                                   token=self.token, args=self.args)
         self.process, self.url, self.stderr, self._drain = (
             fresh.process, fresh.url, fresh.stderr, fresh._drain)
 
@@ -257,11 +305,11 @@ async def _drain_stderr(stream: asyncio.StreamReader, lines: list[str]) -> None:
 
 async def start_server(transport: str = "streamable-http", *, port: int = 0,
                        name: str = "test-server", token: str | None = None,
-                       timeout: float = 30) -> ServerProcess:
+                       args: tuple[str, ...] = (), timeout: float = 30) -> ServerProcess:
     """Start an HTTP test server as a child process; return once it says it is listening."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.mcp.servers", "--transport", transport,
-        "--port", str(port), "--name", name, *(["--token", token] if token else []),
+        "--port", str(port), "--name", name, *(["--token", token] if token else []), *args,
         env={**os.environ, **child_env()}, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     assert proc.stderr is not None
@@ -284,14 +332,15 @@ async def start_server(transport: str = "streamable-http", *, port: int = 0,
     url = lines[-1].split("listening on ", 1)[1].strip()
     bound = int(url.split(":")[2].split("/")[0])
     drain = asyncio.create_task(_drain_stderr(proc.stderr, lines))
-    return ServerProcess(transport, name, token, bound, url, proc, lines, drain)
+    return ServerProcess(transport, name, token, bound, url, proc, lines, args=args, _drain=drain)
 
 
 @contextlib.asynccontextmanager
 async def running_server(transport: str = "streamable-http", *, name: str = "test-server",
-                         token: str | None = None) -> AsyncIterator[ServerProcess]:
+                         token: str | None = None, args: tuple[str, ...] = ()
+                         ) -> AsyncIterator[ServerProcess]:
     """A test server for the duration of a ``with`` block."""
-    server = await start_server(transport, name=name, token=token)
+    server = await start_server(transport, name=name, token=token, args=args)
     try:
         yield server
     finally:

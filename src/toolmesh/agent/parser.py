@@ -54,13 +54,21 @@ Reply = Action | FinalAnswer | ParseFailure
 
 def _unwrap(text: str) -> str:
     """The reply without a code fence wrapped around all of it (fences inside are kept:
-    an answer may contain code)."""
-    lines = text.strip().splitlines()
-    if len(lines) >= 2 and _FENCE.match(lines[0]) and lines[-1].strip() == "```":
-        return "\n".join(lines[1:-1])
-    if lines and _FENCE.match(lines[0]) and text.count("```") == 1:
-        return "\n".join(lines[1:])  # an opening fence still streaming, or never closed
-    return text
+    an answer may contain code).
+
+    The opening fence line goes even when no closing one follows (a reply still streaming,
+    or the model forgot it); the last line goes when it is a bare fence. Lines are split at
+    ``\n`` only, exactly as :class:`~toolmesh.agent.streaming.StreamingParser` splits them,
+    so a reply parsed whole and the same reply followed chunk by chunk agree.
+    """
+    stripped = text.strip()
+    first, _, body = stripped.partition("\n")
+    if not _FENCE.match(first):
+        return text
+    cut = body.rfind("\n")
+    if body[cut + 1:].strip() == "```":
+        return body[:max(cut, 0)]
+    return body
 
 
 def _sections(text: str) -> list[tuple[str, str]]:
@@ -80,8 +88,10 @@ def parse_reply(text: str) -> Reply:
     """Parse one complete reply."""
     text = _unwrap(text)
     sections = _sections(text)
-    thought = "\n".join(b.strip() for label, b in sections if label == "thought").strip()
     labels = [label for label, _ in sections]
+    # Thought sections after "Final Answer:" are the answer's own text, not thought.
+    end = labels.index("final answer") if "final answer" in labels else len(sections)
+    thought = "\n".join(b.strip() for label, b in sections[:end] if label == "thought").strip()
     if "final answer" in labels:
         i = labels.index("final answer")
         # The answer is everything after the label, later labels included: an answer may
@@ -113,56 +123,3 @@ def _find_label_end(text: str, label: str) -> int | None:
         if m.group(1).lower() == label.lower():
             return m.end()
     return None
-
-
-_LABELS = ("thought:", "action:", "args:", "final answer:", "observation:")
-
-
-def _could_become_label(line: str) -> bool:
-    probe = line.lstrip(" \t*").lower()
-    return bool(probe) and any(label.startswith(probe) for label in _LABELS)
-
-
-def _views(text: str) -> tuple[str, str]:
-    """``(thought, answer)`` of a reply, complete or not."""
-    reply = parse_reply(text)
-    return reply.thought, reply.answer if isinstance(reply, FinalAnswer) else ""
-
-
-class StreamingParser:
-    """Follows a reply as it streams and says which new text is thought and which is answer.
-
-    :meth:`feed` returns ``(thought_delta, answer_delta)`` for the text that is settled: a
-    last line that could still grow into a label (``"Final Ans"``) is held back until the
-    next chunk decides it. Thought and answer are stripped views of the text so far, and a
-    stripped view of a longer text always extends the shorter one's, so the deltas join to
-    exactly the thought and answer of :meth:`finish`'s complete parse.
-    """
-
-    def __init__(self) -> None:
-        self.text = ""
-        self._thought = ""
-        self._answer = ""
-
-    def feed(self, chunk: str) -> tuple[str, str]:
-        self.text += chunk
-        settled = self.text
-        tail = settled[settled.rfind("\n") + 1:]
-        if _could_become_label(tail):
-            settled = settled[: len(settled) - len(tail)]
-        return self._deltas(*_views(settled))
-
-    def finish(self) -> tuple[str, str, Reply]:
-        """The last deltas and the complete parse."""
-        reply = parse_reply(self.text)
-        thought_delta, answer_delta = self._deltas(*_views(self.text))
-        return thought_delta, answer_delta, reply
-
-    def _deltas(self, thought: str, answer: str) -> tuple[str, str]:
-        # A view that does not extend what was sent (a later label reshaped the reply) sends
-        # nothing more rather than something contradictory.
-        thought_delta = thought[len(self._thought):] if thought.startswith(self._thought) else ""
-        answer_delta = answer[len(self._answer):] if answer.startswith(self._answer) else ""
-        self._thought += thought_delta
-        self._answer += answer_delta
-        return thought_delta, answer_delta

@@ -15,8 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolmesh.agent.arguments import check_arguments
-from toolmesh.agent.parser import Action, FinalAnswer, ParseFailure, Reply, StreamingParser, parse_reply
+from toolmesh.agent.observation import DEFAULT_MAX_OBSERVATION, cut
+from toolmesh.agent.parser import Action, FinalAnswer, ParseFailure, Reply, parse_reply
+from toolmesh.agent.progress import ProgressRelay
+from toolmesh.agent.streaming import StreamingParser
 from toolmesh.agent.tools import Call, Tool, ToolError
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.errors import RequestError, RequestTimeout
@@ -25,6 +27,9 @@ from toolmesh.schema.agent import AgentRequest, Step, message, new_message_id
 log = logging.getLogger("toolmesh.agent")
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
+
+#: seconds a streaming dialog may keep the event loop before it lets the others run
+STREAM_SLICE = 0.005
 
 PROTOCOL_HINT = ("Reply with 'Thought:' and then either 'Action:' with the tool name and "
                  "'Args:' with a JSON object, or 'Final Answer:'.")
@@ -43,8 +48,13 @@ class Prompts(Protocol):
 class AgentOptions:
     max_iterations: int = 10
     tool_timeout: float = 120.0
+    #: the most a tool call may take while the tool keeps reporting progress (each report
+    #: grants ``tool_timeout`` more); tools that report none get ``tool_timeout``
+    tool_max_timeout: float = 600.0
     llm_timeout: float = 600.0
     template: str = "agent-react"
+    #: the most bytes (UTF-8) of a tool's result the LLM sees; more is cut, with a note
+    max_observation: int = DEFAULT_MAX_OBSERVATION
 
 
 class ReactLoop:
@@ -63,6 +73,8 @@ class ReactLoop:
             # The tool set is read at every step: config changes apply from the next step on.
             offered = {t.name: t for t in self.tools().offered(groups=request.groups, state=state)}
             await asyncio.gather(*(t.prepare() for t in offered.values()))
+            # a tool that found it cannot work (its MCP server lacks it, say) is left out
+            offered = {n: t for n, t in offered.items() if t.unavailable is None}
             variables = {"question": request.question, "context": "",
                          "tools": [t.describe() for t in offered.values()],
                          "history": [s.to_wire() for s in history]}
@@ -80,7 +92,9 @@ class ReactLoop:
                             observation=f"Error: your reply could not be parsed: {reply.problem}. "
                                         + PROTOCOL_HINT)
             else:
-                observation, ok = await self._act(reply, offered, request.user)
+                observation, ok = await self._act(reply, offered, request.user, emit)
+                # it goes into every later prompt of the dialog: a huge result must not
+                observation = cut(observation, limit=self.options.max_observation)
                 step = Step(thought=reply.thought, action=reply.name, arguments=reply.arguments,
                             observation=observation)
                 tool = offered.get(reply.name)
@@ -116,8 +130,16 @@ class ReactLoop:
                 await emit(message("thought", text, message_id=thought_id, end_of_message=last))
                 thought_open = not last
 
+        # Chunks already waiting are handed over without the event loop ever running anything
+        # else, so a long answer would hold up every other dialog until it ends: give way once
+        # per time slice.
+        loop = asyncio.get_running_loop()
+        give_way_at = loop.time() + STREAM_SLICE
         async for chunk in self.prompts.stream(self.options.template, variables,
                                                timeout=self.options.llm_timeout):
+            if loop.time() >= give_way_at:
+                await asyncio.sleep(0)
+                give_way_at = loop.time() + STREAM_SLICE
             thought, answer = parser.feed(chunk)
             if thought:
                 await say_thought(thought, last=False)
@@ -137,25 +159,28 @@ class ReactLoop:
             log.warning("a streamed answer turned out not to be final")
         return reply
 
-    async def _act(self, action: Action, offered: Mapping[str, Tool], user: str) -> tuple[str, bool]:
+    async def _act(self, action: Action, offered: Mapping[str, Tool], user: str,
+                   emit: Emit) -> tuple[str, bool]:
         """The observation of one action, and whether the tool succeeded."""
         tool = offered.get(action.name)
         if tool is None:
             names = ", ".join(repr(n) for n in offered) or "none"
             return f"Error: there is no tool {action.name!r}. Available tools: {names}.", False
         arguments = action.arguments
-        problems = check_arguments(arguments, tool.arguments)
-        if not problems:
-            problems = tool.check(arguments)
+        problems = tool.check(arguments)
         if problems:
             return (f"Error: invalid arguments for {tool.name!r}: " + "; ".join(problems)
                     + f". You passed: {json.dumps(arguments, ensure_ascii=False)}"), False
         timeout = self.options.tool_timeout
+        most = max(self.options.tool_max_timeout, timeout)
         try:
-            # The deadline is passed down so a client can cancel its call; wait_for is the
-            # backstop for a tool that ignores it.
-            async with asyncio.timeout(timeout + 1.0):
-                return await tool.invoke(arguments, Call(user=user, timeout=timeout)), True
+            # The deadline is passed down so a client can cancel its call; the timeout here is
+            # the backstop for a tool that ignores it. Progress moves both (agent/progress.py).
+            async with asyncio.timeout(timeout + 1.0) as backstop:
+                relay = ProgressRelay(tool=tool.name, emit=emit, backstop=backstop,
+                                      timeout=timeout + 1.0, max_timeout=most + 1.0)
+                call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay)
+                return await tool.invoke(arguments, call), True
         except (RequestTimeout, TimeoutError):
             return f"Error: the tool {tool.name!r} did not answer within {timeout:g} s", False
         except (RequestError, ToolError) as e:

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from toolmesh.agent.react import AgentOptions, ReactLoop
+from toolmesh.agent.status_service import AgentToolsService
 from toolmesh.agent.tools.context import ClientPool
 from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
 from toolmesh.bus.base import Bus
@@ -36,6 +37,7 @@ class AgentService(Service):
                  prompt_queues: dict[str, str] | None = None,
                  config_queues: dict[str, str] | None = None,
                  mcp_queues: dict[str, str] | None = None,
+                 tools_queues: dict[str, str] | None = None,
                  options: AgentOptions = AgentOptions(), id: str = "agent",
                  concurrency: int = 256, workspace: str = "default") -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
@@ -50,17 +52,26 @@ class AgentService(Service):
         self.loop = ReactLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options)
         self.mcp = McpToolClient(bus, **(mcp_queues or {}))
         self.services: dict[str, Any] = {"prompt": self.prompts, "mcp": self.mcp}
+        #: answers which tools are offered and why others are not (`toolmesh tools`)
+        self.tool_status = AgentToolsService(bus, toolset=lambda: self.toolset, id=id,
+                                             reload=self._watcher.reload, workspace=workspace,
+                                             **(tools_queues or {}))
 
     async def start(self) -> None:
         await self.prompts.start()
         await self.mcp.start()
         await self._watcher.start()
         await super().start()
+        await self.tool_status.start()
 
     async def stop(self) -> None:
+        await self.tool_status.stop()
         await super().stop()
         await self._watcher.stop()
         await self.prompts.stop()
+        schemas = self.services.get("mcp-schemas")  # made by the first mcp-tool (mcp_tool.py)
+        if schemas is not None:
+            await schemas.close()  # its background reads use the client stopped next
         await self.mcp.stop()
         await self.clients.close()
 
@@ -72,7 +83,7 @@ class AgentService(Service):
     async def _on_config(self, snapshot: ConfigSnapshot) -> None:
         async with self._rebuild:
             self.toolset = await build_toolset(snapshot, clients=self.clients,
-                                               services=self.services, previous=self.toolset)
+                                               services=self.services)
         log.info("config version %d: tools %s", snapshot.version,
                  ", ".join(self.toolset.tools) or "(none)")
         async with self._changed:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolmesh.agent.status import ToolStatus
 from toolmesh.agent.tools import Tool, ToolBuildError, build_tool
 from toolmesh.agent.tools.context import BuildContext, ClientPool
 from toolmesh.config.client import ConfigSnapshot
@@ -25,6 +26,8 @@ class ToolSet:
     version: int = -1
     tools: Mapping[str, Tool] = field(default_factory=dict)
     problems: Mapping[str, str] = field(default_factory=dict)
+    #: tool key -> the status of an item that is not a tool (not buildable, name taken)
+    refused: Mapping[str, ToolStatus] = field(default_factory=dict)
 
     def offered(self, *, groups: Sequence[str] | None, state: str | None) -> list[Tool]:
         """The tools for a request in ``groups`` (default ``["default"]``) and ``state``."""
@@ -38,6 +41,13 @@ class ToolSet:
             if in_group and in_state:
                 offered.append(tool)
         return sorted(offered, key=lambda t: t.name)
+
+    def statuses(self) -> list[ToolStatus]:
+        """Every tool item, by key: offered, or not and why (as of the tools' last prepare)."""
+        by_key = dict(self.refused)
+        for tool in self.tools.values():
+            by_key[tool.info.key] = ToolStatus.of(tool)
+        return [by_key[key] for key in sorted(by_key)]
 
 
 def parse_snapshot(snapshot: ConfigSnapshot) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -58,34 +68,37 @@ def parse_snapshot(snapshot: ConfigSnapshot) -> tuple[dict[str, dict[str, Any]],
 
 
 async def build_toolset(snapshot: ConfigSnapshot, *, clients: ClientPool,
-                        services: dict[str, Any], previous: ToolSet) -> ToolSet:
+                        services: dict[str, Any]) -> ToolSet:
     """Build every tool of ``snapshot``.
 
-    A tool that cannot be built keeps its previous definition (if it had one) and the problem
-    is reported; the other changes apply. Two tools with one name: the first key wins.
+    A tool that cannot be built is not offered, and the problem is reported (logged, and in
+    its status); the other changes apply. Validation on put refuses malformed items, so what
+    fails here is a tool that could only fail: its mcp or tool-service item is gone, its type
+    has no implementation, a required config-param is missing. Keeping its previous
+    definition would offer exactly that. Two tools with one name: the first key wins.
     """
     config, problems = parse_snapshot(snapshot)
     context = BuildContext(clients=clients, config=config, services=services)
-    previous_by_key = {t.info.key: t for t in previous.tools.values()}
     tools: dict[str, Tool] = {}
-    keys = set(config.get("tool", {})) | {k for k in snapshot.of("tool")}
-    for key in sorted(keys):
+    refused: dict[str, ToolStatus] = {}
+    items = config.get("tool", {})
+    for key in sorted(set(items) | set(snapshot.of("tool"))):
         try:
-            if key not in config.get("tool", {}):
+            if key not in items:
                 raise ToolBuildError(problems[f"tool/{key}"])  # its JSON did not parse
-            tool = await build_tool(key, config["tool"][key], context)
+            tool = await build_tool(key, items[key], context)
         except (ToolBuildError, KeyError, TypeError, ValueError) as e:
             message = e.message if isinstance(e, ToolBuildError) else f"tool/{key}: {e!r}"
             problems[f"tool/{key}"] = message
-            kept = previous_by_key.get(key)
-            if kept is None:
-                continue
-            tool = kept
+            refused[key] = ToolStatus.refused(key, items.get(key), message)
+            continue
         if tool.name in tools:
-            problems[f"tool/{key}"] = (f"tool/{key} is named {tool.name!r} like tool/"
-                                       f"{tools[tool.name].info.key}; it is not offered")
+            message = (f"tool/{key} is named {tool.name!r} like tool/"
+                       f"{tools[tool.name].info.key}; it is not offered")
+            problems[f"tool/{key}"] = message
+            refused[key] = ToolStatus.refused(key, items[key], message)
             continue
         tools[tool.name] = tool
     for where, problem in problems.items():
         log.error("config version %d: %s", snapshot.version, problem)
-    return ToolSet(snapshot.version, tools, problems)
+    return ToolSet(snapshot.version, tools, problems, refused)

@@ -49,6 +49,11 @@ class Printer:
                       end="", file=sys.stderr)
                 self.current = m.get("message_id")
             print(content, end="", file=sys.stderr, flush=True)
+        elif kind == "progress" and self.verbose and content:
+            # a whole report per message: a line of its own
+            print(("\n" if self.current else "") + "⏳ " + content, end="", file=sys.stderr,
+                  flush=True)
+            self.current = m.get("message_id")
 
     def done(self) -> None:
         print(flush=True)

@@ -8,8 +8,16 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from toolmesh.cli import agent_cmd, config_cmd, demo, mcp_cmd, run_service, serve
-from toolmesh.cli import tool_service_cmd
+from toolmesh.cli import (
+    agent_cmd,
+    config_cmd,
+    demo,
+    mcp_cmd,
+    run_service,
+    serve,
+    tool_service_cmd,
+    tools_cmd,
+)
 from toolmesh.errors import ToolmeshError
 
 
@@ -25,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent_cmd.add_parser(commands)
     mcp_cmd.add_parser(commands)
     tool_service_cmd.add_parser(commands)
+    tools_cmd.add_parser(commands)
     return parser
 
 

@@ -8,6 +8,7 @@ calling the service) are shared with the ``tg-*-mcp-tool`` scripts in :mod:`tg_t
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import shlex
 import sys
@@ -15,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from toolmesh.cli import config_cmd
-from toolmesh.cli.http import CliError, GatewayClient, json_flag
+from toolmesh.cli.http import (
+    MARGIN,
+    CliError,
+    GatewayClient,
+    default_token,
+    default_url,
+    json_flag,
+)
+from toolmesh.cli.socket import frames, gateway_socket
+from toolmesh.cli.tool_service_cmd import positive_seconds
 from toolmesh.config.validation import MCP_TRANSPORTS
 from toolmesh.urls import mask_url
 
@@ -51,6 +61,12 @@ def add_parser(commands: Any) -> None:
     invoke.add_argument("name", help="the MCP tool (the key of its mcp config item)")
     add_parameter_flags(invoke)
     invoke.add_argument("-f", "--flow", default="default", help="flow (default: %(default)s)")
+    invoke.add_argument("--timeout", type=positive_seconds, metavar="S",
+                        help="seconds the call may take; each progress report of the MCP "
+                             "server grants this much more (default: the mcp-tool service's)")
+    invoke.add_argument("--max-timeout", type=positive_seconds, metavar="S",
+                        help="the most the call may take while the server reports progress "
+                             "(default and ceiling: the gateway's mcp-tool deadline)")
     for sp in (show, rm, invoke):
         config_cmd.add_gateway_flags(sp)
     for sp in (set_, show, rm, invoke):
@@ -72,6 +88,9 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
                    help="stdio: one argument of --command (repeat; --arg=-x for a dash)")
     p.add_argument("--env", action="append", metavar="K=V",
                    help="stdio: an environment variable for --command (repeat)")
+    p.add_argument("--sampling", action="store_true",
+                   help="let the server ask this deployment's LLM for completions "
+                        "(MCP sampling; off by default)")
 
 
 def add_parameter_flags(p: argparse.ArgumentParser) -> None:
@@ -140,6 +159,8 @@ def mcp_item(id: str, args: argparse.Namespace) -> dict[str, Any]:
         if args.env:
             env = [parse_pair(e, "--env") for e in args.env]
             item["env"] = {k: str(v) for k, v in env}
+    if getattr(args, "sampling", False):
+        item["sampling"] = True
     return item
 
 
@@ -158,6 +179,8 @@ def masked(item: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append(("env", " ".join(f"{k}={MASK}" for k in item["env"])))
     rows.append(("remote-name", str(item.get("remote-name") or "")))
     rows.append(("auth-token", MASK if item.get("auth-token") else "none"))
+    if item.get("sampling"):
+        rows.append(("sampling", "allowed"))
     return rows
 
 
@@ -201,6 +224,51 @@ def invoke(args: argparse.Namespace, flow: str, name: str, params: dict[str, Any
     raise CliError("the gateway's mcp-tool answer has neither 'text' nor 'object'")
 
 
+async def invoke_watching(args: argparse.Namespace, name: str, params: dict[str, Any]) -> Any:
+    """Call the ``mcp-tool`` service over the gateway's WebSocket, printing the server's
+    progress reports to stderr as they come; return the ``text`` or ``object`` as
+    :func:`invoke` does."""
+    from toolmesh.gateway.deadlines import Deadlines
+    from toolmesh.mcp.progress import Progress
+
+    request: dict[str, Any] = {"name": name, "parameters": params, "progress": True}
+    if args.timeout is not None:
+        request["timeout"] = args.timeout
+    if args.max_timeout is not None:
+        request["max-timeout"] = args.max_timeout
+    frame: dict[str, Any] = {"id": "mcp-1", "workspace": args.workspace, "service": "mcp-tool",
+                             "flow": args.flow, "request": request}
+    # the gateway's deadline for the route (it caps the figure): the most the call may take,
+    # not --timeout, which progress extends
+    asked = max(args.timeout or 0.0, args.max_timeout) if args.max_timeout else 0.0
+    if asked:
+        frame["timeout"] = asked
+    # the gateway (or the service behind it) answers within its deadline, and says why
+    wait = (asked or Deadlines().of("mcp-tool")) + MARGIN
+    token = args.token if args.token is not None else default_token()
+    try:
+        async with gateway_socket(args.url or default_url(), token) as ws:
+            await ws.send_json(frame)
+            async for received in frames(ws, timeout=wait):
+                response = received.get("response") or {}
+                error = received.get("error") or response.get("error")
+                if error:
+                    raise CliError(f"{error.get('type', 'error')}: {error.get('message', '')}")
+                update = Progress.from_wire(response.get("progress"))
+                if update is not None and not received.get("complete"):
+                    print(f"progress: {update.describe()}", file=sys.stderr, flush=True)
+                    continue
+                if "text" in response:
+                    return response["text"]
+                if "object" in response:
+                    return response["object"]
+                raise CliError("the gateway's mcp-tool answer has neither 'text' nor 'object'")
+    except TimeoutError:
+        raise CliError(f"no answer from the gateway within {wait:g} s: is it `toolmesh serve` "
+                       "(or `toolmesh run gateway`) that listens there?") from None
+    raise CliError("the gateway closed the connection before the answer came")
+
+
 def result_text(result: Any, indent: int = 2) -> str:
     return result if isinstance(result, str) else json.dumps(result, indent=indent)
 
@@ -229,5 +297,6 @@ def run(args: argparse.Namespace) -> int:
         version = config_cmd.delete(args, [(MCP_TYPE, args.id)])
         print(f"deleted mcp/{args.id} (version {version})", file=sys.stderr)
     elif command == "invoke":
-        print(result_text(invoke(args, args.flow, args.name, parameters(args))))
+        # over the WebSocket, so the server's progress shows while the call runs
+        print(result_text(asyncio.run(invoke_watching(args, args.name, parameters(args)))))
     return 0

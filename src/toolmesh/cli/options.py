@@ -178,6 +178,14 @@ def add_agent(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tool-timeout", type=float,
                         default=float(os.environ.get("TOOLMESH_TOOL_TIMEOUT", "120")),
                         help="seconds a tool may take (default: %(default)s)")
+    parser.add_argument("--tool-max-timeout", type=float,
+                        default=float(os.environ.get("TOOLMESH_TOOL_MAX_TIMEOUT", "600")),
+                        help="seconds an MCP tool that keeps reporting progress may take; "
+                             "each report grants --tool-timeout more (default: %(default)s)")
+    parser.add_argument("--max-observation", type=int,
+                        default=int(os.environ.get("TOOLMESH_MAX_OBSERVATION", "32768")),
+                        help="bytes of a tool's result the LLM sees; a longer result is cut "
+                             "with a note (env TOOLMESH_MAX_OBSERVATION; default: %(default)s)")
 
 
 def add_lifecycle(parser: argparse.ArgumentParser) -> None:

@@ -167,15 +167,20 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
 
         return McpToolService(bus, stdio_allow=stdio_allow(args),
                               request_queue=f"request:tg:mcp-tool:{args.flow}",
-                              response_queue=f"response:tg:mcp-tool:{args.flow}")
+                              response_queue=f"response:tg:mcp-tool:{args.flow}",
+                              notify_queue=f"notify:tg:mcp-tool:{args.flow}")
     if part == "agent":
         from toolmesh.agent.react import AgentOptions
         from toolmesh.agent.service import AgentService
 
         return AgentService(bus, options=AgentOptions(max_iterations=args.max_iterations,
-                                                      tool_timeout=args.tool_timeout),
+                                                      tool_timeout=args.tool_timeout,
+                                                      tool_max_timeout=args.tool_max_timeout,
+                                                      max_observation=args.max_observation),
                             request_queue=f"request:tg:agent:{args.flow}",
-                            response_queue=f"response:tg:agent:{args.flow}")
+                            response_queue=f"response:tg:agent:{args.flow}",
+                            tools_queues={"request_queue": f"request:tg:agent-tools:{args.flow}",
+                                          "response_queue": f"response:tg:agent-tools:{args.flow}"})
     raise unknown_part(part)
 
 

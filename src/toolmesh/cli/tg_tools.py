@@ -4,8 +4,9 @@
 
 They print what trustgraph-cli 2.11.1 prints on success. The differences: a failure is one
 line on stderr and exit status 1 (trustgraph-cli prints ``Exception: ...`` and exits 0);
-``tg-set-tool`` also takes ``--type tool-service --service ID --config-param k=v`` and any
-JSON Schema argument type; the MCP commands also handle the stdio and sse transports.
+``tg-set-tool`` also takes ``--type tool-service --service ID --config-param k=v``, any
+JSON Schema argument type and ``--argument name:type:description:required``; the MCP
+commands also handle the stdio and sse transports.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from toolmesh.cli import config_cmd, mcp_cmd
+from toolmesh.cli import config_cmd, mcp_cmd, tools_cmd
 from toolmesh.cli.http import CliError
 from toolmesh.cli.tg_config import guarded, parser
-from toolmesh.config.validation import ARGUMENT_TYPES
+from toolmesh.schema.tool_arguments import ARGUMENT_TYPES
 
 TOOL_TYPE = "tool"
 
@@ -116,16 +117,30 @@ def invoke_mcp_tool(argv: Sequence[str] | None = None) -> int:
 
 # -- tools -----------------------------------------------------------------------------------
 
-def parse_argument(spec: str) -> dict[str, str]:
-    """``name:type:description`` → an argument definition; the description may hold colons."""
+#: the last part of ``--argument name:type:description:FLAG`` -> whether it is required
+REQUIRED_FLAGS = {"required": True, "optional": False}
+
+
+def parse_argument(spec: str) -> dict[str, Any]:
+    """``name:type:description[:required|:optional]`` → an argument definition.
+
+    The description may hold colons; a last part that is exactly ``required`` or
+    ``optional`` is the flag (TrustGraph's three-part form declares an optional argument).
+    """
     parts = spec.split(":", 2)
     if len(parts) != 3 or not parts[0]:
-        raise CliError(f"--argument {spec!r} is not name:type:description")
+        raise CliError(f"--argument {spec!r} is not name:type:description[:required]")
     name, type, description = parts
     if type not in ARGUMENT_TYPES:
         raise CliError(f"--argument {spec!r}: type {type!r} is not one of "
                        + ", ".join(ARGUMENT_TYPES))
-    return {"name": name, "type": type, "description": description}
+    argument: dict[str, Any] = {"name": name, "type": type, "description": description}
+    head, _, flag = description.rpartition(":")
+    if flag in REQUIRED_FLAGS:
+        argument["description"] = head
+        if REQUIRED_FLAGS[flag]:
+            argument["required"] = True
+    return argument
 
 
 def tool_item(args: argparse.Namespace) -> dict[str, Any]:
@@ -175,8 +190,9 @@ def set_tool(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--id", required=True, help="the tool's config key")
     p.add_argument("--name", required=True, help="the name the LLM calls the tool by")
     p.add_argument("--description", help="what the tool does, shown to the LLM")
-    p.add_argument("--type", help="knowledge-query, text-completion, prompt, structured-query, "
-                                  "mcp-tool or tool-service")
+    p.add_argument("--type", help="text-completion, prompt, mcp-tool or tool-service "
+                                  "(TrustGraph's knowledge-query, structured-query and "
+                                  "row-embeddings-query are refused: nothing here serves them)")
     p.add_argument("--mcp-tool", help="mcp-tool: the id of the mcp item")
     p.add_argument("--service", help="tool-service: the id of the tool-service item")
     p.add_argument("--config-param", action="append", metavar="NAME=VALUE",
@@ -187,8 +203,10 @@ def set_tool(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--index-name", help="row-embeddings-query: the index")
     p.add_argument("--limit", type=int, help="row-embeddings-query: most results")
     # action=extend: several values per flag as trustgraph-cli, and the flag may also repeat
-    p.add_argument("--argument", nargs="*", action="extend", metavar="NAME:TYPE:DESCRIPTION",
-                   help="an argument; TYPE is one of " + ", ".join(ARGUMENT_TYPES))
+    p.add_argument("--argument", nargs="*", action="extend",
+                   metavar="NAME:TYPE:DESCRIPTION[:required]",
+                   help="an argument, optional unless it ends in ':required'; TYPE is one of "
+                        + ", ".join(ARGUMENT_TYPES))
     p.add_argument("--group", nargs="*", action="extend", help="the tool's groups")
     p.add_argument("--state", help="the state the agent moves to after using the tool")
     p.add_argument("--applicable-states", nargs="*", action="extend",
@@ -219,7 +237,9 @@ def tool_rows(key: str, data: dict[str, Any]) -> list[tuple[str, Any]]:
         rows.append(("template", data.get("template")))
     for n, arg in enumerate(data.get("arguments") or []):
         if isinstance(arg, dict):
-            text = f"{arg.get('name')}: {arg.get('type', 'string')}\n{arg.get('description', '')}"
+            required = " (required)" if arg.get("required") is True else ""
+            text = (f"{arg.get('name')}: {arg.get('type', 'string')}{required}\n"
+                    f"{arg.get('description', '')}")
             rows.append((f"arg {n}", text))
     if "group" in data:
         rows.append(("groups", ", ".join(data["group"]) or "(empty - no groups)"))
@@ -232,15 +252,40 @@ def tool_rows(key: str, data: dict[str, Any]) -> list[tuple[str, Any]]:
     return rows
 
 
+#: seconds tg-show-tools waits for the agent's statuses before showing the config without them
+STATUS_TIMEOUT = 10.0
+
+
+def statuses(args: argparse.Namespace, version: Any) -> dict[str, str] | str:
+    """Each tool key's status in words, from the flow's agent as of config ``version`` (the
+    one just listed); or, when the agent cannot be asked, why (the config is still worth
+    showing then)."""
+    try:
+        answer = tools_cmd.statuses(args, args.flow_id, timeout=STATUS_TIMEOUT,
+                                    version=version if isinstance(version, int) else None)
+    except CliError as e:
+        return f"unknown ({e.message})"
+    return {str(t.get("key")): tools_cmd.status_text(t) for t in answer.get("tools") or []
+            if isinstance(t, dict)}
+
+
 @guarded
 def show_tools(argv: Sequence[str] | None = None) -> int:
-    p = parser("tg-show-tools", "Show the agent's tools.")
+    p = parser("tg-show-tools", "Show the agent's tools, and whether the agent offers each "
+                                "(the status row; trustgraph-cli has none).")
+    p.add_argument("-f", "--flow-id", default="default",
+                   help="the flow whose agent says which tools it offers (default: %(default)s)")
     args = p.parse_args(argv)
     response = config_cmd.config_request(args, {"operation": "getvalues", "type": TOOL_TYPE})
-    for v in response.get("values") or []:
+    values = response.get("values") or []
+    status = statuses(args, response.get("version")) if values else {}
+    for v in values:
+        key = str(v.get("key"))
         data = config_cmd.decoded(v.get("value"))
-        rows = (tool_rows(str(v.get("key")), data) if isinstance(data, dict)
-                else [("id", v.get("key")), ("error", "the stored value is not a JSON object")])
+        rows = (tool_rows(key, data) if isinstance(data, dict)
+                else [("id", key), ("error", "the stored value is not a JSON object")])
+        rows.append(("status", status if isinstance(status, str) else status.get(
+            key, "unknown (the agent has not loaded this item yet)")))
         print()
         print(table(rows))
     print()

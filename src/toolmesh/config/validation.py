@@ -18,17 +18,15 @@ from toolmesh.config.stdio import DENY_ALL, StdioAllowList
 from toolmesh.errors import QueueIdError
 from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
 from toolmesh.schema.json_text import JsonTextError, loads
+from toolmesh.schema.tool_arguments import argument_problem
+from toolmesh.schema.tool_types import not_available
 from toolmesh.urls import is_secret_name, mask_url
 
-#: JSON Schema type names, the types an argument may declare
-ARGUMENT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
-
-#: tool type -> the fields it needs besides type/name/description
+#: tool type -> the fields it needs besides type/name/description (TrustGraph's query types
+#: are refused with their own message: no service here implements them, see schema.tool_types)
 TOOL_TYPES: dict[str, tuple[str, ...]] = {
-    "knowledge-query": (),
     "text-completion": (),
     "prompt": ("template",),
-    "structured-query": (),
     "mcp-tool": ("mcp-tool",),
     "tool-service": ("service",),
 }
@@ -109,6 +107,9 @@ def _tool(item: _Item) -> None:
     tool_type = item.string("type")
     item.string("name")
     item.string("description")
+    unavailable = not_available(tool_type)  # type: ignore[arg-type]
+    if unavailable is not None:
+        raise item.fail("type", unavailable)
     if tool_type not in TOOL_TYPES:
         raise item.fail("type", f"unknown tool type {tool_type!r}; known types: "
                                 + ", ".join(TOOL_TYPES))
@@ -131,13 +132,9 @@ def _tool(item: _Item) -> None:
         if name in seen:
             raise item.fail(f"{where}.name", f"duplicate argument {name!r}")
         seen.add(name)
-        if a.get("type", "string") not in ARGUMENT_TYPES:
-            raise item.fail(f"{where}.type", f"{a.get('type')!r} is not one of "
-                                             + ", ".join(ARGUMENT_TYPES))
-        if not isinstance(a.get("description", ""), str):
-            raise item.fail(f"{where}.description", "must be a string")
-        if not isinstance(a.get("required", True), bool):
-            raise item.fail(f"{where}.required", "must be true or false")
+        problem = argument_problem(a)
+        if problem is not None:
+            raise item.fail(f"{where}.{problem[0]}", problem[1])
 
 
 def _mcp(item: _Item, stdio_allow: StdioAllowList) -> None:
@@ -159,6 +156,8 @@ def _mcp(item: _Item, stdio_allow: StdioAllowList) -> None:
         if not url.startswith(("http://", "https://")):  # type: ignore[union-attr]
             raise item.fail("url", f"must be an http:// or https:// URL, not {mask_url(url)!r}")
     item.string("remote-name", required=False)
+    if not isinstance(item.value.get("sampling", False), bool):
+        raise item.fail("sampling", "must be true or false")
     token = item.string("auth-token", required=False)
     problem = header_value_problem(token) if token is not None else None
     if problem is not None:

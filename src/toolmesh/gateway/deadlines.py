@@ -24,6 +24,8 @@ DEFAULT_DEADLINES: Mapping[str, float] = MappingProxyType({
     "mcp-tool": 130.0,
     "tool-service": 130.0,
     "agent": 600.0,
+    # the agent asks each tool whether it can work, within a budget of its own (3 s)
+    "agent-tools": 30.0,
 })
 
 #: how to check a service that did not answer (ends the 503/504 message)
@@ -31,6 +33,7 @@ HINTS: Mapping[str, str] = MappingProxyType({
     "config": "is `toolmesh run config` running? (`toolmesh serve` runs every part)",
     "agent": "is `toolmesh run agent` running for this flow?",
     "mcp-tool": "is `toolmesh run mcp-tool` running for this flow?",
+    "agent-tools": "is `toolmesh run agent` running for this flow? (the agent answers it)",
 })
 
 

@@ -2,7 +2,8 @@
 
 * ``POST /api/v1/{service}`` — global services (``config``);
 * ``POST /api/v1/flow/{flow}/service/{service}`` — per-flow services (``agent``, ``mcp-tool``,
-  ``tool-service``: a configured tool service called by its descriptor id);
+  ``tool-service``: a configured tool service called by its descriptor id; ``agent-tools``:
+  the agent's tools, each offered or not and why);
 * ``GET /api/v1/socket`` — WebSocket, one connection multiplexing many requests.
 
 Every request passes :class:`~toolmesh.gateway.access.AccessPolicy` first: cross-origin and
@@ -131,6 +132,9 @@ class Gateway:
                               is_final=agent_is_final))
         self.add(FlowEndpoint(bus, "mcp-tool", request_queue="request:tg:mcp-tool:{flow}",
                               response_queue="response:tg:mcp-tool:{flow}"))
+        # the agent's tools and whether each is offered (answered by the agent process)
+        self.add(FlowEndpoint(bus, "agent-tools", request_queue="request:tg:agent-tools:{flow}",
+                              response_queue="response:tg:agent-tools:{flow}", part="agent"))
         self.add(ToolServiceEndpoint(bus, max_timeout=options.deadlines.of("tool-service")))
         self._config = ConfigClient(bus, timeout=options.deadlines.of("config"),
                                     when_no_consumer="fail", hint=hint("config"))

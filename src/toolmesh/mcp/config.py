@@ -4,7 +4,8 @@ The item names the server side of an MCP tool::
 
     {"url": "http://host:port/mcp", "remote-name": "get_weather", "auth-token": "...",
      "transport": "streamable-http" | "sse" | "stdio",
-     "command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}}   # stdio only
+     "command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"},   # stdio only
+     "sampling": false}   # true: the server may ask the deployment's LLM (mcp/sampling.py)
 
 The auth token and the values of ``env`` (where API keys usually live) are secrets: they never
 appear in ``repr``/``str``, and :attr:`McpServer.connection_key` is a digest, not a tuple that
@@ -41,6 +42,8 @@ class McpServer:
     command: str | None = None
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
+    #: whether the server may ask for ``sampling/createMessage`` (answered by our LLM)
+    sampling: bool = False
 
     def __post_init__(self) -> None:
         if not self.remote_name:
@@ -74,6 +77,8 @@ class McpServer:
         for name in ("url", "remote-name", "auth-token", "transport", "command"):
             if value.get(name) is not None and not isinstance(value[name], str):
                 raise ConfigError(f"mcp/{id}: {name!r} must be a string")
+        if not isinstance(value.get("sampling", False), bool):
+            raise ConfigError(f"mcp/{id}: 'sampling' must be true or false")
         problem = header_value_problem(value["auth-token"]) if value.get("auth-token") else None
         if problem is not None:
             raise ConfigError(f"mcp/{id}: 'auth-token' {problem}")
@@ -82,7 +87,7 @@ class McpServer:
                    auth_token=value.get("auth-token") or None,
                    transport=value.get("transport") or "streamable-http",
                    command=value.get("command") or None, args=tuple(args),
-                   env=dict(env))
+                   env=dict(env), sampling=value.get("sampling", False))
 
     @property
     def where(self) -> str:
@@ -95,8 +100,9 @@ class McpServer:
     def connection_key(self) -> str:
         """A digest of everything that shapes the connection (not ``remote_name``): when it
         changes, an open session to the old settings must not be reused."""
+        # sampling too: the client declares it in the handshake, so a change needs a new session
         material = json.dumps([self.transport, self.url, self.auth_token, self.command,
-                               list(self.args), sorted(self.env.items())])
+                               list(self.args), sorted(self.env.items()), self.sampling])
         return hashlib.sha256(material.encode()).hexdigest()
 
     def __repr__(self) -> str:
@@ -111,6 +117,8 @@ class McpServer:
             parts.append(f"url={mask_url(self.url or '')!r}")
         parts.append(f"remote_name={self.remote_name!r}")
         parts.append(f"auth_token={MASK!r}" if self.auth_token else "auth_token=None")
+        if self.sampling:
+            parts.append("sampling=True")
         return f"McpServer({', '.join(parts)})"
 
     __str__ = __repr__

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from toolmesh import __version__
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.errors import McpError, describe, leaves
+from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.transports import HttpWatch, open_transport
 
 log = logging.getLogger("toolmesh.mcp")
@@ -86,7 +88,9 @@ class Connection:
     """One supervised connection: a task that opens the transport and session, then holds
     them until the connection ends or is closed."""
 
-    def __init__(self, server: McpServer, *, connect_timeout: float) -> None:
+    def __init__(self, server: McpServer, *, connect_timeout: float,
+                 sampler: Sampler | None = None,
+                 on_tools_changed: Callable[[Connection], None] | None = None) -> None:
         self.server = server
         self.key = server.connection_key
         self.ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
@@ -97,6 +101,9 @@ class Connection:
         self.tools_lock = asyncio.Lock()
         self.watch = HttpWatch()
         self._connect_timeout = connect_timeout
+        # None unless the item allows sampling: the SDK then refuses it, as it always did
+        self._sampling = sampler.callback_for(server) if sampler is not None else None
+        self._on_tools_changed = on_tools_changed  # the server's tools/list_changed notices
         self.task = asyncio.create_task(self._supervise(), name=f"mcp-session:{server.id}")
 
     @property
@@ -109,7 +116,9 @@ class Connection:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(open_transport(server, self.watch))
                 session = await stack.enter_async_context(
-                    ClientSession(EndWatch(read, self.ended), write, client_info=CLIENT_INFO))
+                    ClientSession(EndWatch(read, self.ended), write, client_info=CLIENT_INFO,
+                                  sampling_callback=self._sampling,
+                                  message_handler=self._on_message))
                 with anyio.fail_after(self._connect_timeout):
                     await session.initialize()
                 self.ready.set_result(session)
@@ -126,6 +135,15 @@ class Connection:
             elif not self.closing:
                 log.warning("connection to MCP server %s ended%s; the next call reconnects",
                             server.where, f": {describe(self.failure)}" if self.failure else "")
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK's message handler: a server notice that its tools changed drops our list of
+        them (the next call lists them again) and tells the pool. Other messages: ignored, as
+        the SDK's default handler does."""
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self.tools = None
+            if self._on_tools_changed is not None:
+                self._on_tools_changed(self)
 
     def _connect_error(self) -> McpError:
         server = self.server

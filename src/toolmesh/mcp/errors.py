@@ -22,6 +22,13 @@ class McpError(ToolmeshError):
     type = "mcp-error"
 
 
+class InvalidArguments(McpError):
+    """The server refused a call's arguments (JSON-RPC "invalid params", or a validation
+    error result): the caller's copy of the tool's schema may be stale."""
+
+    type = "invalid-arguments"
+
+
 def leaves(error: BaseException) -> Iterator[BaseException]:
     """The exceptions inside (nested) exception groups, or ``error`` itself."""
     if isinstance(error, BaseExceptionGroup):

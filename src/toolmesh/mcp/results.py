@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,12 +22,14 @@ class McpResult:
 
     ``text`` joins the readable form of every content item (``None`` when there is none);
     ``object`` is the ``structuredContent``; ``is_error`` is the server's ``isError`` — then
-    ``text`` is the server's explanation.
+    ``text`` is the server's explanation, and ``refused_arguments`` whether it says the
+    arguments did not fit the tool's schema (the caller's copy of it may be stale).
     """
 
     text: str | None
     object: Any | None
     is_error: bool = False
+    refused_arguments: bool = False
 
 
 def _get(item: Any, *names: str) -> Any:
@@ -78,6 +81,13 @@ def content_text(item: Any) -> str:
         return f"[unreadable content: {type(item).__name__}]"
 
 
+#: how servers say a call's arguments do not fit the schema, as an ``isError`` result: the
+#: Python SDK ("1 validation error for forecastArguments"), FastMCP, the TypeScript SDK
+#: ("Invalid arguments for tool ...", "Input validation error: ...")
+_REFUSED_ARGUMENTS = re.compile(r"validation error|invalid (arguments|params|parameters)\b",
+                                re.IGNORECASE)
+
+
 def to_result(result: Any) -> McpResult:
     """Read a ``CallToolResult`` (the SDK's model, or its JSON as a dict)."""
     content = _get(result, "content") or []
@@ -88,7 +98,8 @@ def to_result(result: Any) -> McpResult:
     is_error = bool(_get(result, "is_error", "isError"))
     structured = _get(result, "structured_content", "structuredContent")
     if is_error:
-        return McpResult(text or "the MCP tool reported an error without a message", None, True)
+        return McpResult(text or "the MCP tool reported an error without a message", None, True,
+                         refused_arguments=bool(text and _REFUSED_ARGUMENTS.search(text)))
     return McpResult(text, structured, False)
 
 

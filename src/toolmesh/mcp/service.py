@@ -6,6 +6,18 @@ Request ``{"name": "<mcp config id>", "parameters": {...} | "<JSON text of an ob
 A discovery request ``{"name": id, "operation": "describe"}`` answers ``object`` = the JSON of
 ``{"name", "description", "inputSchema"}`` of the remote tool.
 
+Progress (:mod:`toolmesh.mcp.progress`): the server's progress notifications push a call's
+``timeout`` back, up to ``"max-timeout"`` (default: the service's ``max_call_timeout``); with
+``"progress": true`` each comes as a response ``{..., "progress": {"progress", "total",
+"message"}, "end_of_stream": false}`` before the final one, whose shape is unchanged.
+Sampling requests of servers whose item allows it go to the text-completion service
+(:mod:`toolmesh.mcp.sampling`).
+
+When a server's tools change (it sent ``notifications/tools/list_changed``, or refused a call's
+arguments) the service says so on its notify queue (:mod:`toolmesh.mcp.notices`); a call whose
+arguments the server refused fails with type "invalid-arguments". ``describe`` always lists
+the server's tools afresh: clients ask for it rarely (the agent: after its TTL or a notice).
+
 The servers come from config items of type ``mcp``; additions, changes (the old session is
 closed, the next call connects anew) and deletions apply while the service runs.
 """
@@ -22,10 +34,25 @@ from toolmesh.bus.base import Bus
 from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
 from toolmesh.config.stdio import DENY_ALL, StdioAllowList
 from toolmesh.errors import RequestError, ServiceError, ToolmeshError
+from toolmesh.llm.service import TextCompletionClient
 from toolmesh.logs import register_secret
 from toolmesh.mcp.config import McpServer
-from toolmesh.mcp.errors import McpError
+from toolmesh.mcp.errors import InvalidArguments, McpError
+from toolmesh.mcp.notices import (
+    MCP_TOOL_NOTIFY_QUEUE,
+    NoticeSender,
+    NoticeWatcher,
+    ToolsChanged,
+)
+from toolmesh.mcp.progress import (
+    DEFAULT_MAX_TIMEOUT,
+    ProgressSink,
+    call_progress,
+    stream_call,
+)
 from toolmesh.mcp.results import McpResult, result_text
+from toolmesh.mcp.sampling import DEFAULT_TIMEOUT as SAMPLING_TIMEOUT
+from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.sessions import SessionPool
 from toolmesh.rpc.client import RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
@@ -72,12 +99,21 @@ class McpToolService(Service):
                  config_queues: dict[str, str] | None = None, id: str = "mcp-tool",
                  concurrency: int = 64, call_timeout: float = 60.0,
                  workspace: str = "default",
-                 stdio_allow: StdioAllowList = DENY_ALL) -> None:
+                 stdio_allow: StdioAllowList = DENY_ALL,
+                 max_call_timeout: float = DEFAULT_MAX_TIMEOUT,
+                 text_completion_queues: dict[str, str] | None = None,
+                 sampling_timeout: float = SAMPLING_TIMEOUT,
+                 notify_queue: str = MCP_TOOL_NOTIFY_QUEUE) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.call_timeout = call_timeout
+        self.max_call_timeout = max_call_timeout
         self.stdio_allow = stdio_allow
-        self.pool = SessionPool()
+        # the LLM that answers servers allowed to sample (mcp/sampling.py)
+        self._llm = TextCompletionClient(bus, **(text_completion_queues or {}))
+        self.notices = NoticeSender(bus, queue=notify_queue)
+        self.pool = SessionPool(sampler=Sampler(self._llm, timeout=sampling_timeout),
+                                on_tools_changed=self.notices.tools_changed)
         self.servers: dict[str, McpServer] = {}
         self.invalid: dict[str, str] = {}  # id -> why its item cannot be used
         self.version = -1
@@ -89,6 +125,8 @@ class McpToolService(Service):
         return {"error": error, "text": None, "object": None}
 
     async def start(self) -> None:
+        await self._llm.start()
+        await self.notices.start()
         await self._watcher.start()
         await super().start()
 
@@ -96,6 +134,8 @@ class McpToolService(Service):
         await super().stop()
         await self._watcher.stop()
         await self.pool.close()
+        await self.notices.stop()
+        await self._llm.stop()
 
     async def wait_for_config(self, version: int) -> None:
         """Wait until config ``version`` (or later) is in effect."""
@@ -169,15 +209,20 @@ class McpToolService(Service):
         if operation == "describe":
             await reply(response(object=await self.describe(server, timeout=timeout)))
         elif operation in ("invoke", "call"):
-            result = await self.pool.call_tool(server, parse_parameters(request.get("parameters")),
-                                               timeout=timeout)
+            parameters = parse_parameters(request.get("parameters"))
+            # progress moves the deadline and may be streamed back (mcp/progress.py)
+            progress = call_progress(request, timeout=timeout, default_max=self.max_call_timeout,
+                                     reply=reply)
+            result = await self.pool.call_tool(server, parameters, timeout=timeout,
+                                               progress=progress)
+            await progress.settled()
             await reply(self._result_response(server, result))
         else:
             raise bad_request(f"unknown operation {operation!r}; operations: invoke, describe")
 
     async def describe(self, server: McpServer, *, timeout: float) -> dict[str, Any]:
         """``{"name", "description", "inputSchema"}`` of the remote tool."""
-        tools = await self.pool.list_tools(server, timeout=timeout)
+        tools = await self.pool.list_tools(server, timeout=timeout, refresh=True)
         for tool in tools:
             if tool.name == server.remote_name:
                 return {"name": tool.name, "description": tool.description,
@@ -190,8 +235,10 @@ class McpToolService(Service):
     def _result_response(server: McpServer, result: McpResult) -> dict[str, Any]:
         if result.is_error:
             # The tool ran and failed: its own words, for the LLM to read.
-            raise ServiceError(result.text or f"MCP tool {server.remote_name!r} failed",
-                               type="tool-error")
+            message = result.text or f"MCP tool {server.remote_name!r} failed"
+            if result.refused_arguments:
+                raise InvalidArguments(message)
+            raise ServiceError(message, type="tool-error")
         return response(text=result.text, object=result.object)
 
 
@@ -199,19 +246,39 @@ class McpToolClient(RpcClient):
     """Calls the mcp-tool service; one client serves any number of concurrent calls.
 
     Errors raise :class:`toolmesh.RequestError`: ``type`` "tool-error" when the MCP tool
-    reported a failure, "mcp-error" when the server could not be reached or timed out.
+    reported a failure, "invalid-arguments" when the server refused the arguments, "mcp-error"
+    when the server could not be reached or timed out.
     """
 
     def __init__(self, bus: Bus, *, request_queue: str = MCP_TOOL_REQUEST_QUEUE,
-                 response_queue: str = MCP_TOOL_RESPONSE_QUEUE) -> None:
+                 response_queue: str = MCP_TOOL_RESPONSE_QUEUE,
+                 notify_queue: str = MCP_TOOL_NOTIFY_QUEUE) -> None:
         self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue)
+        self._notices = NoticeWatcher(bus, queue=notify_queue)
+
+    async def stop(self) -> None:
+        await self._notices.stop()
+        await super().stop()
+
+    async def watch_tools(self, callback: ToolsChanged) -> None:
+        """Call ``callback(ids)`` whenever the service says the tools of these mcp items
+        changed (subscribes at the first call)."""
+        await self._notices.watch(callback)
 
     async def invoke(self, name: str, parameters: Mapping[str, Any], *,
-                     timeout: float = 60.0) -> str:
-        """The tool's text, or the JSON text of its structured result."""
-        answer = await self._rpc.request(
-            {"name": name, "parameters": dict(parameters), "timeout": timeout},
-            timeout=timeout + CLIENT_MARGIN)
+                     timeout: float = 60.0, max_timeout: float | None = None,
+                     on_progress: ProgressSink | None = None) -> str:
+        """The tool's text, or the JSON text of its structured result.
+
+        With ``on_progress``, the server's progress reports go there as they come, and each
+        pushes ``timeout`` back, up to ``max_timeout`` (default: ``timeout``)."""
+        body = {"name": name, "parameters": dict(parameters), "timeout": timeout}
+        if on_progress is not None:
+            answer = await stream_call(self._rpc, body, timeout=timeout,
+                                       max_timeout=max(max_timeout or timeout, timeout),
+                                       margin=CLIENT_MARGIN, on_progress=on_progress)
+        else:
+            answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
         text, obj = answer.get("text"), answer.get("object")
         return result_text(McpResult(text if isinstance(text, str) else None,
                                      _decode(obj), False))

@@ -27,13 +27,21 @@ from typing import Any, TypeVar
 
 import mcp_types
 from mcp import ClientSession
+from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.connection import Connection, RemoteTool
-from toolmesh.mcp.errors import McpError, describe, never_reached_server
+from toolmesh.mcp.errors import (
+    InvalidArguments,
+    McpError,
+    describe,
+    never_reached_server,
+)
+from toolmesh.mcp.progress import CallProgress
 from toolmesh.mcp.results import McpResult, to_result
+from toolmesh.mcp.sampling import Sampler
 
 log = logging.getLogger("toolmesh.mcp")
 
@@ -45,6 +53,8 @@ CONNECT_TIMEOUT = 30.0
 #: beyond a call's deadline, for the SDK to send its cancel and raise its own timeout first
 GRACE = 1.0
 LIST_PAGE_CAP = 100
+#: the SDK's largest SSE event (streamable HTTP and SSE): a bigger answer cannot be read
+MESSAGE_LIMIT = DEFAULT_MAX_SSE_EVENT_SIZE
 
 
 class _Undelivered(Exception):
@@ -62,32 +72,55 @@ class SessionPool:
     name tools on the same server (same URL and token, or same command) share one session.
     """
 
-    def __init__(self, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+    def __init__(self, *, connect_timeout: float = CONNECT_TIMEOUT,
+                 sampler: Sampler | None = None,
+                 on_tools_changed: Callable[[list[str]], None] | None = None) -> None:
         self.connect_timeout = connect_timeout
+        self.sampler = sampler  # answers servers allowed to sample (mcp/sampling.py)
+        #: told the server ids whose tool list changed (the server said so, or refused a
+        #: call's arguments: whoever copied a schema should read it again)
+        self.on_tools_changed = on_tools_changed
         self._connections: dict[str, Connection] = {}  # connection key -> connection
         self._keys: dict[str, str] = {}  # server id -> the connection key it last used
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
     async def call_tool(self, server: McpServer, arguments: dict[str, Any], *,
-                        timeout: float) -> McpResult:
-        """Call ``server.remote_name`` with ``arguments``; :class:`McpError` if it cannot."""
+                        timeout: float, progress: CallProgress | None = None) -> McpResult:
+        """Call ``server.remote_name`` with ``arguments``; :class:`McpError` if it cannot.
+
+        With ``progress`` the call carries a progressToken and the server's progress moves
+        its deadline, up to ``progress.max_timeout`` (:mod:`toolmesh.mcp.progress`)."""
 
         async def call(conn: Connection, session: ClientSession, deadline: float) -> McpResult:
             await self._check_tool(conn, session, server)
             remaining = max(deadline - _now(), 0.001)
-            result = await session.call_tool(server.remote_name, arguments,
-                                             read_timeout_seconds=remaining)
-            return to_result(result)
+            try:
+                if progress is not None:
+                    result = to_result(await progress.call(session, server, arguments,
+                                                           cap=remaining))
+                else:
+                    result = to_result(await session.call_tool(
+                        server.remote_name, arguments, read_timeout_seconds=remaining))
+            except MCPError as e:
+                if e.error.code == mcp_types.INVALID_PARAMS:
+                    self._tools_changed(conn)
+                raise
+            if result.refused_arguments:
+                self._tools_changed(conn)
+            return result
 
-        return await self._run(server, f"tool {server.remote_name!r}", timeout, call)
+        limit = timeout if progress is None else progress.max_timeout
+        return await self._run(server, f"tool {server.remote_name!r}", limit, call)
 
-    async def list_tools(self, server: McpServer, *, timeout: float) -> list[RemoteTool]:
-        """The server's tools (cached per connection, listed again after a reconnect)."""
+    async def list_tools(self, server: McpServer, *, timeout: float,
+                         refresh: bool = False) -> list[RemoteTool]:
+        """The server's tools (cached per connection, listed again after a reconnect, after
+        the server's ``notifications/tools/list_changed``, or at once with ``refresh``)."""
 
         async def tools(conn: Connection, session: ClientSession, deadline: float
                         ) -> list[RemoteTool]:
-            return await self._tools(conn, session)
+            return await self._tools(conn, session, refresh=refresh)
 
         return await self._run(server, "tools/list", timeout, tools)
 
@@ -133,8 +166,19 @@ class SessionPool:
         if conn is not None and conn.usable:
             return conn
         self._close_later(conn)  # broken: let it finish closing while we connect anew
-        conn = self._connections[key] = Connection(server, connect_timeout=self.connect_timeout)
+        conn = self._connections[key] = Connection(server, connect_timeout=self.connect_timeout,
+                                                   sampler=self.sampler,
+                                                   on_tools_changed=self._tools_changed)
         return conn
+
+    def _tools_changed(self, conn: Connection) -> None:
+        """Forget ``conn``'s tool list and tell who listens which server ids it serves."""
+        conn.tools = None
+        ids = sorted(id for id, key in self._keys.items() if key == conn.key)
+        log.info("the tools of MCP server %s changed (for %s)", conn.server.where,
+                 ", ".join(map(repr, ids)) or "no item")
+        if ids and self.on_tools_changed is not None:
+            self.on_tools_changed(ids)
 
     def _release(self, key: str | None) -> Connection | None:
         """Detach and return the connection of ``key`` if no server id uses it any more."""
@@ -195,8 +239,16 @@ class SessionPool:
                 raise _Undelivered(McpError(
                     f"MCP server {server.id!r} at {server.where} no longer knows this session "
                     "(did it restart?)")) from None
+            oversized = code == mcp_types.CONNECTION_CLOSED and _oversized(message)
+            if oversized and not conn.ended.is_set():
+                # Streamable HTTP: only this request's response stream broke; the session is
+                # fine, so it is not ended (other calls on it go on).
+                raise McpError(_too_large(server, what)) from None
             if code == mcp_types.CONNECTION_CLOSED:
                 raise await self._lost(conn, server, what, message, deadline) from None
+            if code == mcp_types.INVALID_PARAMS:
+                raise InvalidArguments(f"MCP server {server.id!r} refused the arguments of "
+                                       f"{what}: {message}") from None
             raise McpError(f"MCP server {server.id!r} refused {what}: {message} "
                            f"(code {code})") from None
         except TimeoutError:
@@ -217,6 +269,11 @@ class SessionPool:
         conn.ended.set()
         await conn.finished(min(deadline - _now(), 5.0))  # let it record why it failed
         cause = describe(conn.failure) if conn.failure is not None else message
+        if _oversized(cause):
+            # SSE: every message comes on one stream, which the SDK cannot read past an
+            # oversized event, so the session is lost with it; the next call reconnects.
+            return McpError(_too_large(server, what) + " (over SSE this also ends the "
+                            "session; the next call reconnects)")
         error = McpError(f"lost the connection to MCP server {server.id!r} at {server.where} "
                          f"during {what}: {cause}; the next call reconnects")
         return _Undelivered(error) if never_reached_server(conn.failure) else error
@@ -259,6 +316,18 @@ async def _list_all(session: ClientSession) -> list[RemoteTool]:
         if not cursor:
             break
     return tools
+
+
+def _oversized(message: str) -> bool:
+    """Whether a transport error says a message exceeded the SDK's size limit (httpx2's
+    ``SSEError``: "Server-sent event exceeded the 1048576 byte limit.")."""
+    return "exceeded the" in message and "byte limit" in message
+
+
+def _too_large(server: McpServer, what: str) -> str:
+    return (f"the answer of MCP server {server.id!r} to {what} is larger than the MCP SDK's "
+            f"limit of {MESSAGE_LIMIT // 1024 // 1024} MiB per message; ask for less (a smaller "
+            "page or range) or have the server return a link instead")
 
 
 def _now() -> float:

@@ -8,8 +8,10 @@
 
     * ``question`` — the user's question (str);
     * ``tools`` — list of ``{"name", "description", "arguments": [{"name", "type",
-      "description", "required": bool}]}`` (``arguments`` may be empty; ``required`` and an
-      argument's ``description`` may be left out: required, no description);
+      "description", "required": bool, "outline"}]}`` (``arguments`` may be empty;
+      ``required``, ``outline`` and an argument's ``description`` may be left out). ``outline``
+      is the argument's whole schema as indented ``- name (type, constraints) — description``
+      lines (agent/outline.py); without it the argument shows as ``- name (type): description``;
     * ``history`` — the steps so far, list of ``{"thought", "action", "arguments": dict,
       "observation"}``;
     * ``context`` — extra text for the LLM, may be empty.
@@ -46,9 +48,13 @@ Description: {{ tool.description }}
 {%- if tool.arguments is defined and tool.arguments %}
 Arguments:
 {%- for arg in tool.arguments %}
+{%- if arg.outline is defined and arg.outline %}
+{{ arg.outline }}
+{%- else %}
 - {{ arg.name }} ({{ arg.type }})
 {%- if arg.required is defined and not arg.required %} (optional){% endif %}
 {%- if arg.description is defined and arg.description %}: {{ arg.description }}{% endif %}
+{%- endif %}
 {%- endfor %}
 {%- else %}
 Arguments: none
@@ -70,8 +76,8 @@ Final Answer: <the answer to the question>
 
 Rules:
 - Exactly one action per reply.
-- Args is a single JSON object on the Args line(s), with every argument that is not \
-optional; write Args: {} for a tool with no arguments.
+- Args is a single JSON object on the Args line(s), with every argument marked required \
+and others only when they help; write Args: {} for a tool with no arguments.
 - Stop after the Args line(s). Do not write the observation yourself: it will be provided.
 - When you know the answer, give the Final Answer.
 {%- if context %}

@@ -5,7 +5,9 @@ Request: ``{"question", "state"?, "group"?, "history"?: [{"thought", "action", "
 
 Response messages: ``{"message_type": "thought"|"observation"|"answer"|"error", "content",
 "end_of_message", "end_of_dialog", "message_id", "error"}``; the final answer also carries
-``"answer"`` (the whole answer) for older clients.
+``"answer"`` (the whole answer) for older clients. ``"progress"`` messages (a tool's progress
+report, with a ``progress`` object; see :mod:`toolmesh.agent.progress`) are toolmesh's own:
+TrustGraph's clients skip types they do not know.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Literal
 from toolmesh.errors import ServiceError
 from toolmesh.schema.json_object import json_object
 
-MessageType = Literal["thought", "observation", "answer", "error"]
+MessageType = Literal["thought", "observation", "answer", "error", "progress"]
 
 DEFAULT_USER = "trustgraph"
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolmesh.agent.arguments import Argument, arguments_from_config
+from toolmesh.agent.arguments import Argument, arguments_from_config, check_arguments
 from toolmesh.errors import ToolmeshError
+from toolmesh.mcp.progress import Progress
 
 
 class ToolError(ToolmeshError):
@@ -29,6 +30,11 @@ class Call:
 
     user: str
     timeout: float
+    #: the most the call may take if the tool reports progress (each report extends
+    #: ``timeout``); ``None``: just ``timeout``
+    max_timeout: float | None = None
+    #: where the tool's progress reports go (the dialog's stream); ``None``: nobody listens
+    progress: Callable[[Progress], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +44,8 @@ class ToolInfo:
     key: str
     name: str
     description: str
+    #: the item's ``type`` (for status listings; the builder was picked by it)
+    type: str = ""
     arguments: tuple[Argument, ...] = ()
     group: tuple[str, ...] = ("default",)
     applicable_states: tuple[str, ...] = ("*",)
@@ -48,6 +56,7 @@ class ToolInfo:
                     arguments: tuple[Argument, ...] | None = None) -> ToolInfo:
         return cls(
             key=key, name=str(config["name"]), description=str(config.get("description") or ""),
+            type=str(config.get("type") or ""),
             arguments=arguments if arguments is not None else arguments_from_config(config.get("arguments")),
             group=tuple(config.get("group") or ("default",)),
             applicable_states=tuple(config.get("applicable-states") or ("*",)),
@@ -56,6 +65,10 @@ class ToolInfo:
 
 class Tool(ABC):
     """A tool the agent can offer: its description for the LLM, and how to call it."""
+
+    #: why the tool cannot work now (its server lacks it, say), or None; a tool with a reason
+    #: is not offered. Set by :meth:`prepare`, so it is known before each step's offer.
+    unavailable: str | None = None
 
     def __init__(self, info: ToolInfo) -> None:
         self.info = info
@@ -72,9 +85,10 @@ class Tool(ABC):
         """Called before the tool is offered in a step (e.g. to learn its schema); cheap
         when there is nothing to do."""
 
-    def check(self, arguments: dict[str, Any]) -> list[str]:
-        """Problems with ``arguments`` beyond the declared list (a type may add schema checks)."""
-        return []
+    def check(self, arguments: Any) -> list[str]:
+        """Every problem with ``arguments`` (empty when the call may go ahead): against the
+        declared arguments; a type with a schema (MCP) checks against it too."""
+        return check_arguments(arguments, self.info.arguments)
 
     @abstractmethod
     async def invoke(self, arguments: dict[str, Any], call: Call) -> str:

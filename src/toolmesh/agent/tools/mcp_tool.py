@@ -1,95 +1,93 @@
 """``mcp-tool`` tools: a tool on an MCP server, through the mcp-tool service (SPEC §3).
 
-Declared ``arguments`` are what the LLM is shown (the seed's requirement). A tool that
-declares none gets them from the server's ``tools/list`` ``inputSchema`` (names, types,
-descriptions, required). Either way the arguments are checked against the declared list and,
-once the server has told us, against its ``inputSchema`` with jsonschema before the call.
+Declared ``arguments`` are what the LLM is shown (the seed's requirement), completed by the
+server's ``tools/list`` ``inputSchema`` once known (its required-ness and constraints); a tool
+that declares none is shown the ``inputSchema``'s arguments. Before the call the arguments are
+checked against the declarations and the ``inputSchema`` together (jsonschema), and every
+problem is reported at once; an undeclared argument the ``inputSchema`` accepts goes through.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
 
-from toolmesh.agent.arguments import Argument
+from toolmesh.agent.arguments import (
+    Argument,
+    arguments_from_schema,
+    check_arguments,
+    merge_discovered,
+)
 from toolmesh.agent.tools.base import Call, Tool, ToolBuildError, ToolInfo
 from toolmesh.agent.tools.context import BuildContext
+from toolmesh.agent.tools.mcp_schemas import McpSchemas
 from toolmesh.errors import RequestError
 
 log = logging.getLogger("toolmesh.agent.mcp")
 
-DESCRIBE_TIMEOUT = 10.0
-#: after a failed discovery, how long to wait before asking the server again
-RETRY_AFTER = 15.0
-
-
-def arguments_from_schema(schema: Mapping[str, Any]) -> tuple[Argument, ...]:
-    """The arguments a JSON Schema ``inputSchema`` describes."""
-    properties = schema.get("properties") or {}
-    required = set(schema.get("required") or ())
-    arguments = []
-    for name, prop in properties.items():
-        prop = prop if isinstance(prop, dict) else {}
-        type_ = prop.get("type", "any")
-        if isinstance(type_, list):  # ["string", "null"]: the first real type
-            type_ = next((t for t in type_ if t != "null"), "any")
-        description = prop.get("description") or prop.get("title") or ""
-        arguments.append(Argument(name=name, type=str(type_), description=str(description),
-                                  required=name in required))
-    return tuple(arguments)
+#: a call refused for its arguments by the server itself (mcp-tool service): our copy of the
+#: schema may be stale
+INVALID_ARGUMENTS = "invalid-arguments"
 
 
 class McpTool(Tool):
     """Calls one MCP tool; learns its ``inputSchema`` from the server when it can."""
 
-    def __init__(self, info: ToolInfo, client: Any, mcp_id: str, *, declared: bool) -> None:
+    def __init__(self, info: ToolInfo, client: Any, mcp_id: str, *, declared: bool,
+                 schemas: McpSchemas, item: Mapping[str, Any]) -> None:
         super().__init__(info)
         self.client = client
         self.mcp_id = mcp_id
         self.declared = declared
+        self.schemas = schemas
+        self.item = item  # the mcp config item: when it changes, the schema is read anew
         self.schema: dict[str, Any] | None = None
         self._validator: jsonschema.protocols.Validator | None = None
-        self._next_try = 0.0
 
     @property
     def arguments(self) -> tuple[Argument, ...]:
-        if self.declared or self.schema is None:
+        if self.schema is None:
             return self.info.arguments
-        return arguments_from_schema(self.schema)
+        discovered = arguments_from_schema(self.schema)
+        return merge_discovered(self.info.arguments, discovered) if self.declared else discovered
 
     async def prepare(self) -> None:
-        """Fetch the server's schema unless we have it (or asked too recently)."""
-        if self.schema is not None or time.monotonic() < self._next_try:
+        """Bring the schema up to date (mcp_schemas.py: TTL, change notices, a short budget);
+        a server that does not answer makes the tool unavailable, so it is not offered."""
+        schema = await self.schemas.get(self.mcp_id, item=self.item)
+        self.unavailable = self.schemas.unavailable(self.mcp_id)
+        if schema is self.schema:
             return
-        try:
-            described = await self.client.describe(self.mcp_id, timeout=DESCRIBE_TIMEOUT)
-        except RequestError as e:
-            self._next_try = time.monotonic() + RETRY_AFTER
-            log.warning("cannot read the arguments of MCP tool %r yet: %s", self.mcp_id, e.message)
-            return
-        schema = described.get("inputSchema") or {"type": "object"}
-        try:
-            cls = jsonschema.validators.validator_for(schema)
-            cls.check_schema(schema)
-            self._validator = cls(schema)
-        except jsonschema.SchemaError as e:
-            log.warning("MCP tool %r has an invalid inputSchema (%s); only the declared "
-                        "arguments are checked", self.mcp_id, e.message)
+        self._validator = None
+        if schema is not None:
+            try:
+                cls = jsonschema.validators.validator_for(schema)
+                cls.check_schema(schema)
+                self._validator = cls(schema)
+            except jsonschema.SchemaError as e:
+                log.warning("MCP tool %r has an invalid inputSchema (%s); only the declared "
+                            "arguments are checked", self.mcp_id, e.message)
         self.schema = schema
 
-    def check(self, arguments: dict[str, Any]) -> list[str]:
-        if self._validator is None:
-            return []
-        return [f"{'/'.join(map(str, e.absolute_path)) or 'Args'}: {e.message}"
-                for e in sorted(self._validator.iter_errors(arguments), key=str)]
+    def check(self, arguments: Any) -> list[str]:
+        # declared and schema problems together: the LLM fixes them all in one round
+        return check_arguments(arguments, self.info.arguments, schema=self._validator)
 
     async def invoke(self, arguments: dict[str, Any], call: Call) -> str:
         # The LLM's parameters go to the server unchanged (SPEC §3, requirement 7).
-        return str(await self.client.invoke(self.mcp_id, arguments, timeout=call.timeout))
+        try:
+            return str(await self.client.invoke(self.mcp_id, arguments, timeout=call.timeout,
+                                                max_timeout=call.max_timeout,
+                                                on_progress=call.progress))
+        except RequestError as e:
+            if e.type == INVALID_ARGUMENTS:
+                # the server's schema and ours disagree: ours is stale, read it before the
+                # next step (the service's notice may come after that step has begun)
+                self.schemas.invalidate([self.mcp_id])
+            raise
 
 
 async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> Tool:
@@ -101,7 +99,13 @@ async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> T
     if client is None:
         raise ToolBuildError(f"tool/{key} needs the mcp-tool service, which this agent has "
                              "no client for")
-    tool = McpTool(ToolInfo.from_config(key, config), client, mcp_id,
-                   declared=bool(config.get("arguments")))
-    await tool.prepare()
-    return tool
+    # One cache per agent, kept in its services so it outlives tool rebuilds (a config change
+    # must not re-read every schema, nor wait for any: the first step that offers it does).
+    schemas = context.services.get("mcp-schemas")
+    if schemas is None:
+        schemas = context.services["mcp-schemas"] = McpSchemas(client)
+    await schemas.watch()
+    schemas.prefetch(mcp_id, item=context.config["mcp"][mcp_id])
+    return McpTool(ToolInfo.from_config(key, config), client, mcp_id,
+                   declared=bool(config.get("arguments")), schemas=schemas,
+                   item=context.config["mcp"][mcp_id])

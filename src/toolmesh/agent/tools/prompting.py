@@ -9,7 +9,7 @@ from toolmesh.agent.arguments import Argument
 from toolmesh.agent.tools.base import Call, Tool, ToolBuildError, ToolInfo
 from toolmesh.agent.tools.context import BuildContext
 
-QUESTION = (Argument(name="question", type="string",
+QUESTION = (Argument(name="question", type="string", required=True,
                      description="The question or instruction for the language model"),)
 
 

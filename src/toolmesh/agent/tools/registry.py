@@ -11,6 +11,7 @@ from typing import Any
 
 from toolmesh.agent.tools.base import Tool, ToolBuildError
 from toolmesh.agent.tools.context import BuildContext
+from toolmesh.schema.tool_types import not_available
 
 Builder = Callable[[str, Mapping[str, Any], BuildContext], Awaitable[Tool]]
 
@@ -31,6 +32,10 @@ async def build_tool(key: str, config: Mapping[str, Any], context: BuildContext)
     tool_type = config.get("type")
     builder = _BUILDERS.get(tool_type) if isinstance(tool_type, str) else None
     if builder is None:
+        # an item stored before its type was refused on put (or put straight into the store)
+        unavailable = not_available(tool_type) if isinstance(tool_type, str) else None
+        if unavailable is not None:
+            raise ToolBuildError(f"tool/{key}: {unavailable}")
         raise ToolBuildError(f"tool/{key}: tool type {tool_type!r} is not available in this "
                              f"agent (available: {', '.join(tool_types())})")
     return await builder(key, config, context)

@@ -79,7 +79,8 @@ One connection multiplexes many requests, each answered by frames carrying its `
   without one.
 * **Request**: `{"id": "req-1", "service": "config", "workspace"?: "default", "flow"?:
   "default", "timeout"?: seconds, "request": {...}}` — `service` is any service of the REST
-  routes (`config`, `flow`, `agent`, `mcp-tool`, `tool-service`), `request` its REST body and
+  routes (`config`, `flow`, `agent`, `mcp-tool`, `tool-service`, `agent-tools`), `request`
+  its REST body and
   `timeout` what X-Timeout is on REST.
 * **Responses**: `{"id": "req-1", "response": {...}, "complete": false|true}`, one per
   response of the service (a streaming agent or tool service sends many; `complete: true` on
@@ -178,6 +179,14 @@ def _paths() -> dict[str, Any]:
             "Calls the tool service a `tool-service` config item describes (by its key, "
             "`id`), as the agent would; a streamed answer is joined into one `response`.",
             "ToolServiceRequest", "ToolServiceResponse", per_flow=True),
+        f"{flow}/agent-tools": _service(
+            "agentTools", "The agent's tools: offered or not, and why",
+            "Every `tool` config item as the flow's agent sees it: `available` (offered to the "
+            "LLM) or `not-offered` with the `reason` (its `mcp` or `tool-service` item is "
+            "missing, its MCP server lacks the remote tool or does not answer, its type is "
+            "not available in this deployment, another tool has its name). Answered by the "
+            "agent process (`toolmesh run agent`).",
+            "AgentToolsRequest", "AgentToolsResponse", per_flow=True),
     }
 
 
@@ -197,8 +206,9 @@ def _components() -> dict[str, Any]:
                           "schema": {"type": "string"}},
             "Timeout": {"name": "X-Timeout", "in": "header", "required": False,
                         "description": "this request's deadline in seconds, at most the "
-                                       "route's own (by default config and flow 10 s, mcp-tool "
-                                       "and tool-service 130 s, agent 600 s; the operator's "
+                                       "route's own (by default config and flow 10 s, "
+                                       "agent-tools 30 s, mcp-tool and tool-service 130 s, "
+                                       "agent 600 s; the operator's "
                                        "`--deadline SERVICE=SECONDS`); not a positive number: "
                                        "400",
                         "schema": {"type": "number", "exclusiveMinimum": 0}},

@@ -174,13 +174,22 @@ def agent_schemas() -> dict[str, Schema]:
             "type": "object",
             "required": ["message_type", "content", "end_of_message", "end_of_dialog"],
             "properties": {
-                "message_type": {"enum": ["thought", "observation", "answer", "error"]},
+                "message_type": {"enum": ["thought", "observation", "answer", "error",
+                                          "progress"],
+                                 "description": "`progress`: a tool's progress report "
+                                                "(toolmesh's own; TrustGraph's clients skip it)"},
                 "content": {"type": "string"},
                 "end_of_message": {"type": "boolean"},
                 "end_of_dialog": {"type": "boolean"},
                 "message_id": {"type": "string"},
                 "answer": _text("the whole answer, on the final answer message (for older "
                                 "clients)"),
+                "progress": {"type": "object",
+                             "description": "on `progress` messages: the tool and its report",
+                             "properties": {"tool": {"type": "string"},
+                                            "progress": {"type": "number"},
+                                            "total": {"type": "number"},
+                                            "message": {"type": "string"}}},
                 "error": ref("ServiceError")}},
     }
 
@@ -197,7 +206,16 @@ def mcp_tool_schemas() -> dict[str, Schema]:
                                              "the remote tool's name, description and "
                                              "inputSchema"},
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
-                            "description": "seconds the MCP call may take"},
+                            "description": "seconds the MCP call may take; each progress "
+                                           "report of the server grants this much more"},
+                "max-timeout": {"type": "number", "exclusiveMinimum": 0,
+                                "description": "the most the call may take while the server "
+                                               "reports progress (default 600, and never "
+                                               "past the route's deadline)"},
+                "progress": {"type": "boolean", "default": False,
+                             "description": "send each progress report as a response "
+                                          "(`end_of_stream: false`) before the final one "
+                                          "(WebSocket; a REST call returns the final one)"},
                 "workspace": _WORKSPACE}},
         "McpToolResponse": {
             "description": "`text` and/or `object`, or `error` (a tool that ran and failed: "
@@ -206,6 +224,14 @@ def mcp_tool_schemas() -> dict[str, Schema]:
             "properties": {
                 "text": {"type": "string"},
                 "object": _text("the JSON text of the tool's structured content"),
+                "progress": {"type": "object",
+                             "description": "a progress report (only with `progress: true`)",
+                             "properties": {"progress": {"type": "number"},
+                                            "total": {"type": "number"},
+                                            "message": {"type": "string"}}},
+                "end_of_stream": {"type": "boolean",
+                                  "description": "false on progress reports; absent on the "
+                                                 "final response"},
                 "error": ref("ServiceError")}},
     }
 
@@ -234,6 +260,40 @@ def tool_service_schemas() -> dict[str, Schema]:
     }
 
 
+def agent_tools_schemas() -> dict[str, Schema]:
+    return {
+        "AgentToolsRequest": {
+            "type": "object", "properties": {
+                "workspace": _WORKSPACE,
+                "version": {"type": "integer",
+                            "description": "the config version the caller last saw (from a "
+                                           "config answer): an agent with older tools loads "
+                                           "the config first, so a put shows at once"}}},
+        "AgentToolsResponse": {
+            "description": "The agent's tool items by key, each offered to the LLM or not and "
+                           "why; or `error` (`bad-request`: the agent serves another "
+                           "workspace).",
+            "type": "object",
+            "properties": {
+                "workspace": _text("the workspace the agent serves"),
+                "version": {"type": "integer", "description": "the config version the tools "
+                                                              "were built from"},
+                "tools": {"type": "array", "items": ref("ToolStatus")},
+                "error": ref("ServiceError")}},
+        "ToolStatus": {
+            "type": "object", "required": ["key", "status"],
+            "properties": {
+                "key": _text("the key of the `tool` config item"),
+                "name": {"type": ["string", "null"], "description": "the name the LLM "
+                                                                    "calls it by"},
+                "type": {"type": ["string", "null"], "description": "the item's `type`"},
+                "status": {"enum": ["available", "not-offered"]},
+                "reason": _text("why it is not offered: its `mcp` or `tool-service` item is "
+                                "missing, its MCP server lacks the remote tool or does not "
+                                "answer, its type is not available here, its name is taken")}},
+    }
+
+
 def socket_schemas() -> dict[str, Schema]:
     request_id = {"type": ["string", "integer"], "description": "chosen by the client; "
                                                                "every frame answering the "
@@ -253,7 +313,8 @@ def socket_schemas() -> dict[str, Schema]:
             "type": "object", "required": ["id", "service", "request"],
             "properties": {
                 "id": request_id,
-                "service": _text("a service name: config, flow, agent, mcp-tool, tool-service"),
+                "service": _text("a service name: config, flow, agent, mcp-tool, "
+                                 "tool-service, agent-tools"),
                 "flow": _text("the flow of a per-flow service (default `default`)"),
                 "workspace": _text("the workspace (default `default`)"),
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
@@ -278,4 +339,4 @@ def socket_schemas() -> dict[str, Schema]:
 def all_schemas() -> dict[str, Schema]:
     return {**error_schemas(), **health_schemas(), **config_schemas(), **flow_schemas(),
             **agent_schemas(), **mcp_tool_schemas(), **tool_service_schemas(),
-            **socket_schemas()}
+            **agent_tools_schemas(), **socket_schemas()}

@@ -1,0 +1,95 @@
+"""The agent's ``agent-tools`` service: which tools it offers, and why it offers no others.
+
+Request ``{"workspace"?: str, "version"?: int}`` on ``request:tg:agent-tools:{flow}`` → one response
+``{"workspace", "version", "tools": [{"key", "name", "type", "status", "reason"?}]}``, the
+tool items by key; ``status`` is ``available`` or ``not-offered`` (then ``reason`` says why).
+The gateway serves it as ``POST /api/v1/flow/{flow}/service/agent-tools``; `toolmesh tools`
+and ``tg-show-tools`` print it.
+
+``version``: the config version the caller last saw (a put's answer, a read's): an agent whose
+tools come from an older one loads the config first, so a status read right after a put shows
+that put (the push that would tell the agent may still be on its way).
+
+The answer is the agent's own view, so it is the truth about what the LLM is shown: it comes
+from the tool set the agent built from the config, after asking each tool whether it can work
+now (an MCP tool asks its server whether it still has the remote tool). That refresh gets at
+most :data:`REFRESH_BUDGET` seconds; a tool slower than that keeps its last known status (a
+server that does not answer must not make the status slow too) and finishes in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from toolmesh.agent.toolset import ToolSet
+from toolmesh.bus.base import Bus
+from toolmesh.errors import RequestError, ServiceError
+from toolmesh.rpc.service import Reply, Service
+
+log = logging.getLogger("toolmesh.agent")
+
+AGENT_TOOLS_REQUEST_QUEUE = "request:tg:agent-tools:default"
+AGENT_TOOLS_RESPONSE_QUEUE = "response:tg:agent-tools:default"
+#: seconds a status request waits for the tools to find out whether they can work
+REFRESH_BUDGET = 3.0
+
+
+class AgentToolsService(Service):
+    """Answers ``agent-tools`` requests from the tool set ``toolset()`` returns."""
+
+    error_type = "agent-error"
+
+    def __init__(self, bus: Bus, *, toolset: Callable[[], ToolSet],
+                 reload: Callable[[], Awaitable[None]], workspace: str,
+                 request_queue: str = AGENT_TOOLS_REQUEST_QUEUE,
+                 response_queue: str = AGENT_TOOLS_RESPONSE_QUEUE, id: str = "agent",
+                 refresh_budget: float = REFRESH_BUDGET) -> None:
+        super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
+                         subscription=f"{id}-tools-request", concurrency=16)
+        self._toolset = toolset
+        self._reload = reload
+        self.workspace = workspace
+        self.refresh_budget = refresh_budget
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def stop(self) -> None:
+        await super().stop()
+        for task in list(self._background):
+            task.cancel()
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        named = request.get("workspace")
+        if named not in (None, "", self.workspace):
+            # one agent serves one workspace; another's tools are not this agent's to list
+            raise ServiceError(f"this agent serves workspace {self.workspace!r}, not "
+                               f"{named!r}", type="bad-request")
+        seen = request.get("version")
+        if isinstance(seen, int) and not isinstance(seen, bool) and seen > self._toolset().version:
+            try:
+                await self._reload()
+            except RequestError as e:  # answer from what the agent has; "version" says which
+                log.warning("could not load config version %d for a status request: %s",
+                            seen, e.message)
+        toolset = self._toolset()
+        await self._refresh(toolset)
+        await reply({"workspace": self.workspace, "version": toolset.version,
+                     "tools": [status.to_wire() for status in toolset.statuses()]})
+
+    async def _refresh(self, toolset: ToolSet) -> None:
+        tasks = [asyncio.ensure_future(tool.prepare()) for tool in toolset.tools.values()]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=self.refresh_budget)
+        for task in tasks:
+            task.add_done_callback(_log_failure)
+        for task in pending:
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("a tool failed to prepare for a status request: %r", task.exception())

@@ -1,0 +1,157 @@
+"""The agent's cache of MCP tools' ``inputSchema``\\ s: fresh, and never a reason to stall.
+
+A schema is read from the mcp-tool service (``describe``) and kept for :data:`SCHEMA_TTL`
+seconds. It is read again sooner when the service says the server's tool list changed (the
+server sent ``notifications/tools/list_changed``, or refused a call's arguments — a sign that
+our copy is stale), see :meth:`McpSchemas.invalidate`.
+
+A dialog step waits for a read at most :data:`SCHEMA_BUDGET` seconds. A server that does not
+answer within it, or whose read fails, is *unavailable*: its tools are not offered and the
+read goes on (or is retried after :data:`RETRY_AFTER` s) in the background, so a dead server
+costs one budget once, not ~10 s on every step of every dialog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolmesh.errors import RequestError
+
+log = logging.getLogger("toolmesh.agent.mcp")
+
+#: how long a schema read from the server is used before it is read again
+SCHEMA_TTL = 300.0
+#: the most a dialog step waits for a schema read
+SCHEMA_BUDGET = 1.0
+#: the deadline of one read (it runs on in the background past the budget)
+DESCRIBE_TIMEOUT = 10.0
+#: after a failed read, how long before the next one
+RETRY_AFTER = 15.0
+
+
+@dataclass
+class _Entry:
+    item: Any  # the mcp config item the schema was read for: a changed item reads anew
+    schema: dict[str, Any] | None = None
+    expires: float = 0.0  # clock time after which the schema is read again
+    unavailable: str | None = None
+    retry_at: float = 0.0
+    generation: int = 0  # bumped by invalidate(): a read begun before it is already stale
+    fetch: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class McpSchemas:
+    """``inputSchema``\\ s of MCP tools by mcp config id, shared by every tool and dialog of an
+    agent (and kept across tool rebuilds: a config change does not re-read every schema)."""
+
+    def __init__(self, client: Any, *, ttl: float = SCHEMA_TTL, budget: float = SCHEMA_BUDGET,
+                 describe_timeout: float = DESCRIBE_TIMEOUT, retry_after: float = RETRY_AFTER,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.ttl = ttl
+        self.budget = budget
+        self.describe_timeout = describe_timeout
+        self.retry_after = retry_after
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._watching = False
+
+    async def watch(self) -> None:
+        """Subscribe to the service's "tools changed" notices (once; a client without them,
+        like a test double, leaves the TTL and call failures as the only triggers)."""
+        if self._watching or not hasattr(self.client, "watch_tools"):
+            return
+        self._watching = True
+        await self.client.watch_tools(self.invalidate)
+
+    def invalidate(self, ids: Iterable[str]) -> None:
+        """The schemas of ``ids`` may have changed: read them again at their next use."""
+        for id in ids:
+            entry = self._entries.get(id)
+            if entry is not None:
+                entry.expires = 0.0
+                entry.retry_at = 0.0
+                # the notice came from the server, so it answers: the next step may wait for it
+                entry.unavailable = None
+                entry.generation += 1
+                log.info("MCP tool %r: its server's tools changed; reading its schema again", id)
+
+    def unavailable(self, id: str) -> str | None:
+        entry = self._entries.get(id)
+        return entry.unavailable if entry is not None else None
+
+    def prefetch(self, id: str, *, item: Any) -> None:
+        """Start reading the schema of ``id`` if it is due, without waiting for it (when a
+        tool is built: the first step that offers it then finds it read, or waits the budget)."""
+        self._due(id, item)
+
+    async def get(self, id: str, *, item: Any) -> dict[str, Any] | None:
+        """The schema of ``id`` (``None`` while unknown), read again if it is due, waiting at
+        most the budget; :meth:`unavailable` then says whether its server answers."""
+        entry = self._due(id, item)
+        if entry.fetch is not None and entry.unavailable is None:
+            # asyncio.wait does not cancel the read: past the budget it goes on for later steps
+            done, _ = await asyncio.wait({entry.fetch}, timeout=self.budget)
+            if not done:
+                entry.unavailable = (f"its MCP server did not describe it within "
+                                     f"{self.budget:g} s; asking again in the background")
+                log.warning("MCP tool %r is not offered: %s", id, entry.unavailable)
+        # else: a server already found unresponsive is asked in the background, never waited on
+        return entry.schema
+
+    def _due(self, id: str, item: Any) -> _Entry:
+        """The entry of ``id``, with a read started if its schema is due (expired, invalidated,
+        never read, or its failed read's retry time has come)."""
+        entry = self._entries.get(id)
+        if entry is None or entry.item != item:
+            entry = self._entries[id] = _Entry(item=_frozen(item))
+        if entry.fetch is None:
+            now = self._clock()
+            fresh = entry.unavailable is None and entry.schema is not None and now < entry.expires
+            waiting = entry.unavailable is not None and now < entry.retry_at
+            if not (fresh or waiting):
+                # A fresh context: the read outlives the step that started it, and must not
+                # inherit that dialog's deadline (toolmesh.rpc.deadline reads it from context).
+                entry.fetch = asyncio.create_task(self._read(id, entry), name=f"mcp-schema:{id}",
+                                                  context=contextvars.Context())
+        return entry
+
+    async def close(self) -> None:
+        tasks = [e.fetch for e in self._entries.values() if e.fetch is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _read(self, id: str, entry: _Entry) -> None:
+        generation = entry.generation
+        try:
+            described = await self.client.describe(id, timeout=self.describe_timeout)
+        except RequestError as e:
+            entry.unavailable = e.message  # no such remote tool, or no server: not offered
+            entry.retry_at = self._clock() + self.retry_after
+            log.warning("MCP tool %r is not offered: %s (asking again in %g s)", id, e.message,
+                        self.retry_after)
+            return
+        finally:
+            entry.fetch = None
+        if entry.unavailable is not None:
+            log.info("MCP tool %r answers again; it is offered", id)
+        entry.unavailable = None
+        entry.schema = described.get("inputSchema") or {"type": "object"}
+        # a notice that came while we read may postdate what we read: read again next time
+        entry.expires = 0.0 if generation != entry.generation else self._clock() + self.ttl
+
+
+def _frozen(item: Any) -> Any:
+    """A copy of a config item to compare later ones with (the caller's dict may change)."""
+    if isinstance(item, Mapping):
+        return {k: _frozen(v) for k, v in item.items()}
+    if isinstance(item, list):
+        return [_frozen(v) for v in item]
+    return item

@@ -1,0 +1,75 @@
+"""``toolmesh tools``: the agent's tools, each offered to the LLM or not, and why.
+
+The answer comes from the flow's agent (the gateway's ``agent-tools`` service), not from the
+config: only the agent knows whether an MCP server still has a tool, or which of two tools
+with one name it offers. ``tg-show-tools`` shows the same as a ``status`` row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from toolmesh.cli.config_cmd import add_gateway_flags, config_request
+from toolmesh.cli.http import CliError, GatewayClient
+
+SERVICE = "agent-tools"
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "tools", help="the agent's tools: offered or not, and why",
+        description="List every tool config item as the flow's agent sees it: available "
+                    "(offered to the LLM) or not offered, with the reason.")
+    p.add_argument("-f", "--flow", default="default", help="flow (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the agent's answer as JSON")
+    add_gateway_flags(p)
+    p.set_defaults(run=run, sync=True)
+
+
+def statuses(args: argparse.Namespace, flow: str, *, version: int | None,
+             timeout: float | None = None) -> dict[str, Any]:
+    """The agent's ``agent-tools`` answer for ``flow`` (raises :class:`CliError`), from
+    config ``version`` or later (the agent loads it if its tools are older); ``timeout``:
+    seconds to wait (default: the gateway's deadline for the route)."""
+    client = GatewayClient(args.url, token=args.token, timeout=timeout)
+    body: dict[str, Any] = {"workspace": args.workspace}
+    if version is not None:
+        body["version"] = version
+    return client.post(f"api/v1/flow/{flow}/service/{SERVICE}", body)
+
+
+def status_text(tool: dict[str, Any]) -> str:
+    """One tool's status in words: ``available``, or ``not offered: <reason>``."""
+    if tool.get("status") == "available":
+        return "available"
+    return f"not offered: {tool.get('reason') or 'no reason given'}"
+
+
+def columns(rows: list[list[str]]) -> str:
+    """Left-aligned columns, the last one unpadded (it holds the long reasons)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(row, widths)), row[-1]]).rstrip()
+                     for row in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    # the config's version first: a put just made is then in the answer (read your writes)
+    version = config_request(args, {"operation": "list", "type": "tool"}).get("version")
+    answer = statuses(args, args.flow, version=version if isinstance(version, int) else None)
+    tools = answer.get("tools")
+    if not isinstance(tools, list):
+        raise CliError(f"the agent answered without a tool list: {json.dumps(answer)[:200]}")
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    if not tools:
+        print("no tool items (add one with `tg-set-tool` or `toolmesh config put tool/KEY`)")
+        return 0
+    rows = [["KEY", "NAME", "TYPE", "STATUS", "REASON"]]
+    rows += [[str(t.get("key")), str(t.get("name") or "-"), str(t.get("type") or "-"),
+              "available" if t.get("status") == "available" else "not offered",
+              str(t.get("reason") or "")] for t in tools]
+    print(columns(rows))
+    return 0

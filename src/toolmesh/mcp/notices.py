@@ -1,0 +1,94 @@
+"""The mcp-tool service's notice to its clients: "the tools of these ``mcp`` items changed".
+
+The service holds the MCP sessions, so it is the one that hears a server's
+``notifications/tools/list_changed`` (or sees a server refuse arguments that fit the schema a
+client was given). It says so on a notify queue — every subscriber gets every notice —
+``{"tools-changed": ["<mcp config id>", ...]}``, and a client that keeps copies of schemas (the
+agent) reads those again. A notice is a hint: a client that misses one still reads schemas
+again after its TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+
+from toolmesh.bus.base import Bus, Message, Producer, Subscription
+from toolmesh.errors import MalformedMessage, ToolmeshError
+
+log = logging.getLogger("toolmesh.mcp")
+
+MCP_TOOL_NOTIFY_QUEUE = "notify:tg:mcp-tool:default"
+
+ToolsChanged = Callable[[list[str]], None]
+
+
+class NoticeSender:
+    """Publishes notices without making the caller wait (the caller is the SDK's message
+    handler, which must not block the session's read loop on the bus)."""
+
+    def __init__(self, bus: Bus, *, queue: str = MCP_TOOL_NOTIFY_QUEUE) -> None:
+        self._bus = bus
+        self._queue = queue
+        self._producer: Producer | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._producer = await self._bus.producer(self._queue)
+
+    async def stop(self) -> None:
+        await asyncio.gather(*self._sending, return_exceptions=True)
+
+    def tools_changed(self, ids: Iterable[str]) -> None:
+        if self._producer is None:
+            return  # not started: nobody can have copied a schema from us yet
+        task = asyncio.create_task(self._send({"tools-changed": sorted(ids)}))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, notice: dict[str, list[str]]) -> None:
+        assert self._producer is not None
+        try:
+            await self._producer.send(notice)
+        except (ToolmeshError, OSError) as e:  # a lost hint: clients fall back on their TTL
+            log.warning("could not send the notice %r: %s", notice, e)
+
+
+class NoticeWatcher:
+    """Subscribes (once, at the first :meth:`watch`) and hands each notice's ids on."""
+
+    def __init__(self, bus: Bus, *, queue: str = MCP_TOOL_NOTIFY_QUEUE) -> None:
+        self._bus = bus
+        self._queue = queue
+        self._callbacks: list[ToolsChanged] = []
+        self._subscription: Subscription | None = None
+        self._subscribing: asyncio.Lock = asyncio.Lock()
+
+    async def watch(self, callback: ToolsChanged) -> None:
+        self._callbacks.append(callback)
+        async with self._subscribing:
+            if self._subscription is None:
+                # a name of our own: a notify queue gives each subscription every notice
+                name = f"mcp-notices-{uuid.uuid4().hex[:8]}"
+                self._subscription = await self._bus.subscribe(
+                    self._queue, self._on_notice, subscription=name, concurrency=1)
+
+    async def stop(self) -> None:
+        if self._subscription is not None:
+            await self._subscription.close()
+            self._subscription = None
+
+    async def _on_notice(self, message: Message) -> None:
+        try:
+            notice = message.json()
+        except MalformedMessage as e:
+            log.warning("ignored a malformed mcp-tool notice: %s", e.message)
+            return
+        ids = notice.get("tools-changed") if isinstance(notice, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            log.warning("ignored an mcp-tool notice without a list of ids: %r", notice)
+            return
+        for callback in list(self._callbacks):
+            callback(ids)
