@@ -57,7 +57,7 @@ def nested(depth: int) -> str:
     (nested(100), 400, "nested more than 100 levels"),
     (nested(5000), 400, "nested more than 100 levels"),
     ('{"operation": "get", "keys": [{"type": "t", "key": "\\ud800"}]}', 400, "lone surrogate"),
-    (b'{"operation": "\xff\xfe"}', 400, "not JSON"),
+    (b'{"operation": "\xff\xfe"}', 400, "not valid JSON"),
     ("[1, 2]", 400, "must be a JSON object"),
 ])
 async def test_bodies_that_could_not_travel_on_are_refused_with_400(

@@ -9,7 +9,6 @@ surrogates (``"\\ud800"``) that no UTF-8 encoder accepts. Both are refused here,
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 from toolmesh.errors import ToolmeshError
@@ -34,15 +33,9 @@ def parse_json(raw: bytes | str, *, max_depth: int = MAX_DEPTH, what: str = "the
     """``raw`` decoded, or :class:`BadJson` saying why it cannot be (the same rule as JSON
     text inside fields, :mod:`toolmesh.schema.json_text`)."""
     try:
-        value = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BadJson(f"{what} is not JSON: {e}") from None
-    except RecursionError:
-        raise BadJson(f"{what} is nested more than {max_depth} levels deep") from None
-    except ValueError:
-        # Python refuses integers of more than 4,300 digits (a guard against slow parsing)
-        raise BadJson(f"{what} holds an integer of more than "
-                      f"{sys.get_int_max_str_digits()} digits") from None
+        value = json_text.decode(raw, what=what, max_depth=max_depth)
+    except json_text.JsonTextError as e:
+        raise BadJson(str(e)) from None
     try:
         check_json(value, max_depth=max_depth, what=what)
     except BadJson as e:

@@ -40,6 +40,14 @@ class NotJson(JsonTextError):
 def loads(text: str | bytes, *, what: str, max_depth: int = MAX_DEPTH) -> Any:
     """``text`` decoded and checked with :func:`check`; ``what`` names it in the message
     (``"the value"``, ``"'arguments'"``)."""
+    value = decode(text, what=what, max_depth=max_depth)
+    check(value, what=what, max_depth=max_depth)
+    return value
+
+
+def decode(text: str | bytes, *, what: str, max_depth: int = MAX_DEPTH) -> Any:
+    """``text`` decoded, not yet checked: for callers that want the value even when
+    :func:`check` refuses it (the gateway still answers a refused frame with its id)."""
     try:
         value = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -51,7 +59,6 @@ def loads(text: str | bytes, *, what: str, max_depth: int = MAX_DEPTH) -> Any:
         # huge integers; its own message suggests a setting a client cannot change
         raise JsonTextError(f"{what} holds an integer of more than "
                             f"{sys.get_int_max_str_digits()} digits") from None
-    check(value, what=what, max_depth=max_depth)
     return value
 
 
