@@ -19,7 +19,6 @@ from toolmesh.bus.memory import new_memory_url
 from toolmesh.config.service import ConfigService
 from toolmesh.config.store import open_store
 from toolmesh.gateway import Gateway, GatewayOptions
-from toolmesh.gateway.bounds import Bounds
 from toolmesh.gateway.deadlines import DEFAULT_DEADLINES, Deadlines
 
 
@@ -34,24 +33,6 @@ async def start_gateway(tmp_path: Path, *, with_config: bool = True,
         yield gw
     await store.close()
     await bus.close()
-
-
-@pytest.fixture
-async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
-    async for gw in start_gateway(tmp_path):
-        yield gw
-
-
-@pytest.fixture
-async def guarded(tmp_path: Path) -> AsyncIterator[Gateway]:
-    async for gw in start_gateway(tmp_path, token="s3cret", bounds=Bounds(max_body=4096)):
-        yield gw
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 PUT = {"operation": "put", "values": [

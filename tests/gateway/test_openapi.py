@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,32 +18,13 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 import toolmesh
-from tests.gateway.test_gateway import PUT, start_gateway
+from tests.gateway.test_gateway import PUT
 from toolmesh.gateway import Gateway
-from toolmesh.gateway.bounds import Bounds
 from toolmesh.gateway.openapi import document, render
 
 DOCS_COPY = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 DOC_URI = "urn:toolmesh:openapi"
-
-
-@pytest.fixture
-async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
-    async for gw in start_gateway(tmp_path):
-        yield gw
-
-
-@pytest.fixture
-async def guarded(tmp_path: Path) -> AsyncIterator[Gateway]:
-    async for gw in start_gateway(tmp_path, token="s3cret", bounds=Bounds(max_body=4096)):
-        yield gw
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 def pointer(*parts: str) -> str:
