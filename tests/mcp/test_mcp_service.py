@@ -55,6 +55,7 @@ async def stack(backend: Backend, tmp_path: Path) -> AsyncIterator[Stack]:
                      "response_queue": f"response:tg:{t}-config",
                      "push_queue": f"notify:tg:{t}-config"}
     queues = {"request_queue": f"request:tg:{t}-mcp", "response_queue": f"response:tg:{t}-mcp"}
+    notify = {"notify_queue": f"notify:tg:{t}-mcp"}
     store = await open_store(str(tmp_path / "config.db"))
     async with AsyncExitStack() as s:
         s.push_async_callback(store.close)
@@ -63,11 +64,11 @@ async def stack(backend: Backend, tmp_path: Path) -> AsyncIterator[Stack]:
         allow = StdioAllowList.parse(sys.executable)
         await s.enter_async_context(ConfigService(bus, store, **config_queues,
                                                   stdio_allow=allow))
-        service = McpToolService(bus, **queues, config_queues=config_queues, call_timeout=20,
-                                 stdio_allow=allow)
+        service = McpToolService(bus, **queues, **notify, config_queues=config_queues,
+                                 call_timeout=20, stdio_allow=allow)
         await s.enter_async_context(service)
         callers = await backend.connect()  # callers reach the service as another process would
-        client = await s.enter_async_context(McpToolClient(callers, **queues))
+        client = await s.enter_async_context(McpToolClient(callers, **queues, **notify))
         wire = await s.enter_async_context(
             RequestClient(callers, **queues, error_of=lambda response: None))
         config = await s.enter_async_context(ConfigClient(
@@ -110,6 +111,33 @@ async def test_calls_and_discovery_on_trustgraphs_wire(stack: Stack, http: Serve
     assert await stack.client.invoke("image", {}, timeout=10) == "[image: image/png, 67 bytes]"
 
 
+async def test_a_changed_or_deleted_item_is_announced_to_clients_holding_its_schema(
+        stack: Stack, http: ServerProcess) -> None:
+    # A client (the agent) may describe an item before this service applies its change, and
+    # keep the old remote tool's schema; the notice makes it read the item again.
+    heard: list[list[str]] = []
+    notice = asyncio.Event()
+
+    def on_notice(ids: list[str]) -> None:
+        heard.append(ids)
+        notice.set()
+
+    await stack.client.watch_tools(on_notice)
+    await stack.put({"spot": item(http, "weather"), "steady": item(http, "echo")})
+    assert heard == []  # new items: nobody can hold a schema of them
+    await stack.put({"spot": item(http, "forecast")})
+    async with asyncio.timeout(10):
+        await notice.wait()
+    assert heard == [["spot"]]  # the unchanged item is not named
+    described = await stack.client.describe("spot", timeout=10)
+    assert described["name"] == "forecast"
+    notice.clear()
+    await stack.delete("spot")
+    async with asyncio.timeout(10):
+        await notice.wait()
+    assert heard[-1] == ["spot"]
+
+
 async def test_concurrent_calls_share_one_session(stack: Stack, http: ServerProcess) -> None:
     await stack.put({"echo": item(http, "echo"), "stats": item(http, "stats")})
     texts = await asyncio.gather(*(stack.client.invoke("echo", {"text": f"m{i}"}, timeout=20)
@@ -140,6 +168,9 @@ async def test_every_failure_is_an_error_response_and_the_service_lives_on(
     assert bad["type"] == "bad-request" and "'parameters' must be a JSON object" in bad["message"]
     assert "not valid JSON" in (await error_of({"name": "echo", "parameters": "{oops"}))["message"]
     assert (await error_of({"name": "echo", "operation": "dance"}))["type"] == "bad-request"
+    # a falsy non-string operation is refused, not taken for the default "invoke"
+    refused = await error_of({"name": "echo", "operation": 0, "parameters": {"text": "x"}})
+    assert refused["type"] == "bad-request" and "unknown operation 0" in refused["message"]
     assert (await error_of({"name": "echo", "timeout": -1}))["type"] == "bad-request"
 
     tool_error = await error_of({"name": "fail", "parameters": {}})

@@ -40,6 +40,13 @@ class RemoteTool:
     name: str
     description: str
     input_schema: dict[str, Any]
+    #: the tool's ``execution.taskSupport``: "required" means the server runs it only as a
+    #: task (MCP task augmentation), which this client does not do
+    task_support: str | None = None
+
+    @property
+    def needs_task(self) -> bool:
+        return self.task_support == "required"
 
 
 class EndWatch:

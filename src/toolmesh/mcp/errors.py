@@ -70,3 +70,10 @@ def _describe(error: BaseException) -> str:
         if text:
             return f"{type(leaf).__name__}: {text}" if not isinstance(leaf, ToolmeshError) else text
     return type(error).__name__
+
+
+def needs_task_augmentation(name: str) -> str:
+    """Why a tool whose server runs it only as a task cannot be called (nor offered)."""
+    return (f"MCP tool {name!r} can only be run as a task (its execution.taskSupport is "
+            "\"required\"), and toolmesh's MCP client does not support task augmentation; "
+            "use a tool the server runs directly")

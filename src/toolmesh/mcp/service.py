@@ -4,7 +4,8 @@ Request ``{"name": "<mcp config id>", "parameters": {...} | "<JSON text of an ob
 "timeout"?: seconds}`` → response ``{"error": null, "text": str | null, "object": str | null}``
 (``object`` is the JSON text of the server's ``structuredContent``, as TrustGraph sends it).
 A discovery request ``{"name": id, "operation": "describe"}`` answers ``object`` = the JSON of
-``{"name", "description", "inputSchema"}`` of the remote tool.
+``{"name", "description", "inputSchema", "execution"?}`` of the remote tool (``execution``
+as the server lists it: ``{"taskSupport": "required"}`` marks a tool this client cannot call).
 
 Progress (:mod:`toolmesh.mcp.progress`): the server's progress notifications push a call's
 ``timeout`` back, up to ``"max-timeout"`` (default: the service's ``max_call_timeout``); with
@@ -13,9 +14,10 @@ Progress (:mod:`toolmesh.mcp.progress`): the server's progress notifications pus
 Sampling requests of servers whose item allows it go to the text-completion service
 (:mod:`toolmesh.mcp.sampling`).
 
-When a server's tools change (it sent ``notifications/tools/list_changed``, or refused a call's
-arguments) the service says so on its notify queue (:mod:`toolmesh.mcp.notices`); a call whose
-arguments the server refused fails with type "invalid-arguments". ``describe`` always lists
+When a server's tools change (it sent ``notifications/tools/list_changed``, refused a call's
+arguments, or its ``mcp`` item changed or went) the service says so on its notify queue
+(:mod:`toolmesh.mcp.notices`); a call whose arguments the server refused fails with type
+"invalid-arguments". ``describe`` always lists
 the server's tools afresh: clients ask for it rarely (the agent: after its TTL or a notice).
 
 The servers come from config items of type ``mcp``; additions, changes (the old session is
@@ -165,6 +167,12 @@ class McpToolService(Service):
         stale = [id for id, old in previous.items()
                  if id not in servers or servers[id].connection_key != old.connection_key]
         await asyncio.gather(*(self.pool.forget(id) for id in stale))
+        # A client may have described a changed item (another remote tool, another server)
+        # before this service applied the change, and so hold the old tool's schema: tell it.
+        changed = [id for id, old in previous.items()
+                   if id not in servers or servers[id] != old]
+        if changed:
+            self.notices.tools_changed(changed)
         self.version = snapshot.version
         log.info("config version %d: MCP tools %s", snapshot.version,
                  ", ".join(sorted(servers)) or "(none)")
@@ -205,7 +213,9 @@ class McpToolService(Service):
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         server = await self._lookup(request.get("name"))
         timeout = self._timeout(request)
-        operation = request.get("operation") or "invoke"
+        operation = request.get("operation")
+        if operation is None or operation == "":  # absent: TrustGraph's plain call
+            operation = "invoke"
         if operation == "describe":
             await reply(response(object=await self.describe(server, timeout=timeout)))
         elif operation in ("invoke", "call"):
@@ -225,8 +235,11 @@ class McpToolService(Service):
         tools = await self.pool.list_tools(server, timeout=timeout, refresh=True)
         for tool in tools:
             if tool.name == server.remote_name:
-                return {"name": tool.name, "description": tool.description,
-                        "inputSchema": tool.input_schema}
+                described = {"name": tool.name, "description": tool.description,
+                             "inputSchema": tool.input_schema}
+                if tool.task_support is not None:
+                    described["execution"] = {"taskSupport": tool.task_support}
+                return described
         names = ", ".join(sorted(t.name for t in tools)) or "none"
         raise McpError(f"MCP server {server.id!r} has no tool {server.remote_name!r} "
                        f"(tools: {names})")

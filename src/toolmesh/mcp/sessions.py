@@ -37,6 +37,7 @@ from toolmesh.mcp.errors import (
     InvalidArguments,
     McpError,
     describe,
+    needs_task_augmentation,
     never_reached_server,
 )
 from toolmesh.mcp.progress import CallProgress
@@ -295,13 +296,20 @@ class SessionPool:
         """Fail clearly if the server has no such tool (listing once per connection also
         gives the SDK the output schemas it validates results against)."""
         tools = await self._tools(conn, session)
-        if any(t.name == server.remote_name for t in tools):
-            return
-        tools = await self._tools(conn, session, refresh=True)  # it may have added the tool
-        if not any(t.name == server.remote_name for t in tools):
+        tool = _named(tools, server.remote_name)
+        if tool is None:
+            tools = await self._tools(conn, session, refresh=True)  # it may have added it
+            tool = _named(tools, server.remote_name)
+        if tool is None:
             names = ", ".join(sorted(t.name for t in tools)) or "none"
             raise McpError(f"MCP server {server.id!r} has no tool {server.remote_name!r} "
                            f"(tools: {names})")
+        if tool.needs_task:
+            raise McpError(needs_task_augmentation(server.remote_name))
+
+
+def _named(tools: list[RemoteTool], name: str) -> RemoteTool | None:
+    return next((t for t in tools if t.name == name), None)
 
 
 async def _list_all(session: ClientSession) -> list[RemoteTool]:
@@ -310,7 +318,8 @@ async def _list_all(session: ClientSession) -> list[RemoteTool]:
     for _ in range(LIST_PAGE_CAP):
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
-        tools.extend(RemoteTool(t.name, t.description or "", dict(t.input_schema or {}))
+        tools.extend(RemoteTool(t.name, t.description or "", dict(t.input_schema or {}),
+                                task_support=t.execution.task_support if t.execution else None)
                      for t in page.tools)
         cursor = page.next_cursor
         if not cursor:

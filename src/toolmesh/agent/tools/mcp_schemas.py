@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolmesh.errors import RequestError
+from toolmesh.mcp.errors import needs_task_augmentation
 
 log = logging.getLogger("toolmesh.agent.mcp")
 
@@ -140,12 +141,21 @@ class McpSchemas:
             return
         finally:
             entry.fetch = None
+        # a notice that came while we read may postdate what we read: read again next time
+        entry.expires = 0.0 if generation != entry.generation else self._clock() + self.ttl
+        entry.schema = described.get("inputSchema") or {"type": "object"}
+        execution = described.get("execution")
+        if isinstance(execution, dict) and execution.get("taskSupport") == "required":
+            # not a failure of the server: it answers, but only with a task; asked again
+            # like any schema (after the TTL or a notice), in case the tool changes
+            reason = needs_task_augmentation(str(described.get("name") or id))
+            if entry.unavailable != reason:
+                log.warning("MCP tool %r is not offered: %s", id, reason)
+            entry.unavailable, entry.retry_at = reason, entry.expires
+            return
         if entry.unavailable is not None:
             log.info("MCP tool %r answers again; it is offered", id)
         entry.unavailable = None
-        entry.schema = described.get("inputSchema") or {"type": "object"}
-        # a notice that came while we read may postdate what we read: read again next time
-        entry.expires = 0.0 if generation != entry.generation else self._clock() + self.ttl
 
 
 def _frozen(item: Any) -> Any:
