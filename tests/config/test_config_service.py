@@ -122,6 +122,9 @@ async def test_bad_requests_get_config_errors(config: tuple[ConfigService, Confi
         ({"operation": "get", "keys": "tool/x"}, "needs 'keys'"),
         ({"operation": "list"}, "needs 'type'"),
         ({"operation": "get", "keys": [{"type": "tool"}]}, "keys[0]"),
+        # a falsy non-string is not taken for "no workspace" (the default one)
+        ({"operation": "list", "type": "tool", "workspace": 0}, "'workspace' must be a string"),
+        ({"operation": "list", "type": "tool", "workspace": []}, "'workspace' must be a string"),
     ]:
         with pytest.raises(RequestError) as e:
             await client.request(request)

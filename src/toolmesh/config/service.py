@@ -101,7 +101,9 @@ class ConfigService(Service):
         if handler is None:
             raise ConfigError(f"unknown config operation {operation!r}; operations: "
                               + ", ".join(OPERATIONS))
-        workspace = request.get("workspace") or DEFAULT_WORKSPACE
+        workspace = request.get("workspace")
+        if workspace is None or workspace == "":  # absent: TrustGraph's single workspace
+            workspace = DEFAULT_WORKSPACE
         if not isinstance(workspace, str):
             raise ConfigError(f"'workspace' must be a string, not {workspace!r}")
         await reply(await handler(workspace, request))
