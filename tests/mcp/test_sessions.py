@@ -193,6 +193,26 @@ async def test_closing_the_pool_reaps_stdio_children() -> None:
         await pool.call_tool(a.tool("echo"), {"text": "x"}, timeout=5)
 
 
+async def test_closing_the_pool_does_not_wait_on_a_server_that_never_answers() -> None:
+    # It accepts the connection and never answers the handshake: a shutdown or a config
+    # change must not wait the whole close timeout (10 s) for it.
+    mute = await start_server("streamable-http", args=("--mute",))
+    try:
+        pool = SessionPool(connect_timeout=30)
+        server = McpServer.from_config("mute", {"url": mute.url})
+        call = asyncio.create_task(pool.call_tool(server, {}, timeout=30))
+        await asyncio.sleep(0.3)  # let the call connect and start its handshake
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await pool.close()
+        took = loop.time() - started
+        with pytest.raises(McpError):
+            await call
+        assert took < 2.0, took
+    finally:
+        await mute.stop()
+
+
 async def test_a_stdio_child_that_ignores_eof_and_sigterm_is_killed(pool: SessionPool) -> None:
     t = Target("stdio", stdio_item("stubborn", stubborn=True))
     pid = (await stats(pool, t))["pid"]

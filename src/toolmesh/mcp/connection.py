@@ -175,16 +175,20 @@ class Connection:
 
     async def finished(self, timeout: float) -> None:
         """Wait (up to ``timeout``) for the supervisor to have closed everything."""
-        with anyio.move_on_after(max(timeout, 0.0)):
-            await asyncio.shield(self.task)
+        # asyncio.wait neither cancels the task nor raises if close() cancelled it
+        await asyncio.wait({self.task}, timeout=max(timeout, 0.0))
 
     async def close(self) -> None:
         """End the connection and wait for the transport to close (stdio: child reaped)."""
         self.closing = True
         self.ended.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(self.task), CLOSE_TIMEOUT)
-        except TimeoutError:
+        if not self.ready.done():
+            # Still in the handshake, which does not watch `ended`: a server that accepted the
+            # connection and never answers would hold the close for the whole CLOSE_TIMEOUT.
+            # Cancelling it still runs the transport's clean-up (a stdio child is reaped).
+            self.task.cancel()
+        done, _ = await asyncio.wait({self.task}, timeout=CLOSE_TIMEOUT)
+        if not done:
             log.warning("MCP server %r did not close within %g s; cancelling its connection",
                         self.server.id, CLOSE_TIMEOUT)
             self.task.cancel()
