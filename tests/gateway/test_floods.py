@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import json
 import struct
 import time
@@ -159,13 +160,18 @@ async def silent_llm() -> AsyncIterator[str]:
 
 # -- the floods ------------------------------------------------------------------------------
 
-FLOOD = 60_000
+#: frames written before one is read; the README's figures are from 60,000
+#: (``TOOLMESH_FLOOD=60000``), the suite's default keeps the test quick
+FLOOD = int(os.environ.get("TOOLMESH_FLOOD") or 20_000)
 WS_GROWTH_BOUND = 64 * MiB
 HEALTH_BOUND = 2.0
 
 
-async def test_60000_unread_requests_on_one_socket_leave_memory_bounded(tmp_path: Path) -> None:
+async def test_a_flood_of_unread_requests_on_one_socket_leaves_memory_bounded(tmp_path: Path) -> None:
     async with silent_llm() as llm, toolmesh_serve(tmp_path, "--llm", llm, "--model", "silent",
+                                                   # the 64 dialogs left hanging at the end
+                                                   # need not be drained for 10 s
+                                                   "--drain-timeout", "0.5",
                                                    extra_env=WITH_TOKEN) as served:
         pid = served.process.pid
         base = rss(pid)

@@ -11,20 +11,40 @@ On the bus, :class:`McpToolService` serves TrustGraph's ``mcp-tool`` requests fo
 in ``mcp`` config items, and :class:`McpToolClient` calls it.
 """
 
-from toolmesh.mcp.config import McpServer, Transport
-from toolmesh.mcp.errors import McpError
-from toolmesh.mcp.results import McpResult, content_text, result_text, to_result
-from toolmesh.mcp.service import (
-    MCP_TOOL_REQUEST_QUEUE,
-    MCP_TOOL_RESPONSE_QUEUE,
-    McpToolClient,
-    McpToolService,
-    parse_parameters,
-)
-from toolmesh.mcp.sessions import RemoteTool, SessionPool
+from __future__ import annotations
 
-__all__ = [
-    "MCP_TOOL_REQUEST_QUEUE", "MCP_TOOL_RESPONSE_QUEUE", "McpError", "McpResult", "McpServer",
-    "McpToolClient", "McpToolService", "RemoteTool", "SessionPool", "Transport",
-    "content_text", "parse_parameters", "result_text", "to_result",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolmesh.mcp.config import McpServer, Transport
+    from toolmesh.mcp.errors import McpError
+    from toolmesh.mcp.results import McpResult, content_text, result_text, to_result
+    from toolmesh.mcp.service import (
+        MCP_TOOL_REQUEST_QUEUE,
+        MCP_TOOL_RESPONSE_QUEUE,
+        McpToolClient,
+        McpToolService,
+        parse_parameters,
+    )
+    from toolmesh.mcp.sessions import RemoteTool, SessionPool
+
+#: where each public name lives; loaded at first use, so that importing one light module of
+#: this package (a CLI reading progress reports) does not load the MCP SDK (~1 s)
+_HOMES = {
+    "McpServer": "config", "Transport": "config", "McpError": "errors",
+    "McpResult": "results", "content_text": "results", "result_text": "results",
+    "to_result": "results", "MCP_TOOL_REQUEST_QUEUE": "service",
+    "MCP_TOOL_RESPONSE_QUEUE": "service", "McpToolClient": "service",
+    "McpToolService": "service", "parse_parameters": "service", "RemoteTool": "sessions",
+    "SessionPool": "sessions",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -5,9 +5,6 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator
 
-import httpx2
-from mcp.shared.exceptions import MCPError
-
 from toolmesh.errors import ToolmeshError
 from toolmesh.urls import mask_urls_in
 
@@ -42,6 +39,8 @@ def never_reached_server(error: BaseException | None) -> bool:
     """Whether a transport failure proves no request got through (connection refused)."""
     if error is None:
         return False
+    import httpx2  # here, not at the top: a CLI that only names McpError need not load it
+
     return any(isinstance(e, httpx2.ConnectError)
                or (isinstance(e, OSError) and e.errno == errno.ECONNREFUSED)
                for e in leaves(error))
@@ -54,6 +53,11 @@ def describe(error: BaseException) -> str:
 
 
 def _describe(error: BaseException) -> str:
+    # here, not at the top: the MCP SDK takes ~1 s to import, and a CLI that only reads
+    # progress reports (toolmesh mcp invoke) needs McpError but never a transport failure
+    import httpx2
+    from mcp.shared.exceptions import MCPError
+
     for leaf in leaves(error):
         if isinstance(leaf, httpx2.HTTPStatusError):
             response = leaf.response
