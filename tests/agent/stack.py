@@ -111,7 +111,10 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                                                         response_queue=q["joke"][1]))
         mcp_queues = {"request_queue": q["mcp"][0], "response_queue": q["mcp"][1],
                       "notify_queue": f"notify:tg:{t}-mcp"}
-        mcp = McpToolService(bus, config_queues=config_queues, **mcp_queues)
+        mcp = McpToolService(bus, config_queues=config_queues, **mcp_queues,
+                             # servers allowed to sample are answered by the stack's LLM
+                             text_completion_queues={"request_queue": q["tc"][0],
+                                                     "response_queue": q["tc"][1]})
         await stack.enter_async_context(mcp)
         agent = AgentService(bus, request_queue=q["agent"][0], response_queue=q["agent"][1],
                              mcp_queues=mcp_queues,
