@@ -40,7 +40,12 @@ _HOMES = {
     "SessionPool": "sessions",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "MCP_TOOL_REQUEST_QUEUE", "MCP_TOOL_RESPONSE_QUEUE", "McpError", "McpResult", "McpServer",
+    "McpToolClient", "McpToolService", "RemoteTool", "SessionPool", "Transport",
+    "content_text", "parse_parameters", "result_text", "to_result",
+]
+assert sorted(__all__) == sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:
