@@ -4,6 +4,8 @@ of every ``tools/call`` before the SDK parses them (no defaults filled in), so a
 check that the server received exactly what the LLM wrote.
 
     python -m tests.agent.arg_servers [--port N]     # prints "listening on URL" to stderr
+
+:func:`running` runs it with :func:`tests.mcp.servers.running_server`.
 """
 
 from __future__ import annotations
@@ -12,15 +14,15 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import sys
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
-from tests.mcp.servers import _bind, child_env
+from tests.mcp.servers import running_server, serve_asgi
+
+MODULE = "tests.agent.arg_servers"
 
 
 class Traveler(BaseModel):
@@ -29,7 +31,7 @@ class Traveler(BaseModel):
     seat: Literal["window", "aisle"] | None = None
 
 
-def build_server() -> MCPServer:
+def build_server(name: str = "arg-server") -> MCPServer:
     calls: list[dict[str, Any]] = []
 
     async def record(ctx: Any, call_next: Any) -> Any:
@@ -39,7 +41,7 @@ def build_server() -> MCPServer:
                              "arguments": ctx.params.get("arguments")})
         return await call_next(ctx)
 
-    mcp = MCPServer("arg-server", log_level="WARNING", middleware=[record])
+    mcp = MCPServer(name, log_level="WARNING", middleware=[record])
 
     @mcp.tool()
     def get_bank_balance(account_id: str, date: str | None = None) -> str:
@@ -63,48 +65,20 @@ def build_server() -> MCPServer:
     return mcp
 
 
-async def serve(port: int) -> None:
-    import uvicorn
-
-    sock = _bind(port)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets=sockets)
-            print(f"listening on {url}", file=sys.stderr, flush=True)
-
-    config = uvicorn.Config(build_server().streamable_http_app(), log_level="warning",
-                            lifespan="on")
-    await Server(config).serve(sockets=[sock])
-
-
 @contextlib.asynccontextmanager
 async def running(timeout: float = 30) -> AsyncIterator[str]:
     """Run the server as a child process; yield its MCP URL."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.agent.arg_servers", env={**os.environ, **child_env()},
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    try:
-        async with asyncio.timeout(timeout):
-            while not (line := (await proc.stderr.readline()).decode()).startswith("listening on "):
-                if not line:
-                    raise RuntimeError("the argument test server exited before listening")
-        drain = asyncio.create_task(proc.stderr.read())  # a full pipe must never block it
-        yield line.split("listening on ", 1)[1].strip()
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            await asyncio.wait_for(proc.wait(), 20)
-    await drain
+    async with running_server(name="arg-server", timeout=timeout, module=MODULE) as server:
+        yield server.url
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="the argument tests' MCP server")
+    parser.add_argument("--transport", choices=["streamable-http"], default="streamable-http")
     parser.add_argument("--port", type=int, default=0)
-    asyncio.run(serve(parser.parse_args().port))
+    parser.add_argument("--name", default="arg-server")
+    args = parser.parse_args()
+    asyncio.run(serve_asgi(build_server(args.name).streamable_http_app(), args.port))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 TOKEN = "fuzz-t0ken"
 
-#: the tool service, tool and MCP item the module's server is given (see test_fuzz.py)
+#: the tool service, tool and MCP item the module's server is given (see fuzz_harness.py)
 JOKE_SERVICE = "joke-service"
 FUZZ_MCP = "fuzz-mcp"
 #: keys the config fuzzing may write or delete: never one the other tests rely on

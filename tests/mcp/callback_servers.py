@@ -3,18 +3,16 @@ sampling requests — written with the ``mcp`` SDK and run as separate processes
 
     python -m tests.mcp.callback_servers --transport stdio|streamable-http [--port N]
 
-An HTTP server prints ``listening on URL`` to stderr once it accepts connections (as
-:mod:`tests.mcp.servers` does, whose helpers this reuses).
+An HTTP server prints ``listening on URL`` to stderr once it accepts connections; it is
+started, stopped and killed with the runner of :mod:`tests.mcp.servers`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
 import sys
-from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
@@ -23,13 +21,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.servers import ServerProcess, _bind, _drain_stderr, child_env
+from tests.mcp.servers import ServerProcess, child_env, running_server, serve_asgi
+
+MODULE = "tests.mcp.callback_servers"
 
 
-def build_server() -> MCPServer:
+def build_server(name: str = "callbacks") -> MCPServer:
     seen: dict[str, Any] = {"cancelled": []}
     any_cancelled = anyio.Event()
-    mcp = MCPServer("callbacks", log_level="WARNING")
+    mcp = MCPServer(name, log_level="WARNING")
 
     @mcp.tool()
     async def count(ctx: Context, steps: int, interval: float) -> str:
@@ -85,54 +85,13 @@ def build_server() -> MCPServer:
 def stdio_item(**extra: Any) -> dict[str, Any]:
     """An ``mcp`` item that runs this module as a stdio server."""
     return {"transport": "stdio", "command": sys.executable,
-            "args": ["-m", "tests.mcp.callback_servers", "--transport", "stdio"],
+            "args": ["-m", MODULE, "--transport", "stdio"],
             "env": child_env(), **extra}
 
 
-async def serve_http(port: int) -> None:
-    import uvicorn
-
-    sock = _bind(port)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets=sockets)
-            print(f"listening on {url}", file=sys.stderr, flush=True)
-
-    config = uvicorn.Config(build_server().streamable_http_app(), log_level="warning",
-                            lifespan="on")
-    await Server(config).serve(sockets=[sock])
-
-
-@contextlib.asynccontextmanager
-async def running_http_server(timeout: float = 30) -> AsyncIterator[ServerProcess]:
+def running_http_server(timeout: float = 30) -> AbstractAsyncContextManager[ServerProcess]:
     """This server over streamable HTTP, in a child process, for a ``with`` block."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.mcp.callback_servers", "--transport", "streamable-http",
-        env={**os.environ, **child_env()}, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    lines: list[str] = []
-    drain: asyncio.Task[None] | None = None
-    try:
-        async with asyncio.timeout(timeout):
-            while not (lines and lines[-1].startswith("listening on ")):
-                raw = await proc.stderr.readline()
-                if not raw:
-                    raise RuntimeError(f"the callback server exited:\n{''.join(lines)}")
-                lines.append(raw.decode(errors="replace"))
-        url = lines[-1].split("listening on ", 1)[1].strip()
-        drain = asyncio.create_task(_drain_stderr(proc.stderr, lines))
-        server = ServerProcess("streamable-http", "callbacks", None,
-                               int(url.split(":")[2].split("/")[0]), url, proc, lines, drain)
-        yield server
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            await asyncio.wait_for(proc.wait(), 20)
-        if drain is not None:
-            await drain
+    return running_server("streamable-http", name="callbacks", timeout=timeout, module=MODULE)
 
 
 def main() -> None:
@@ -140,11 +99,12 @@ def main() -> None:
                                                  "asks for sampling")
     parser.add_argument("--transport", choices=["streamable-http", "stdio"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--name", default="callbacks")
     args = parser.parse_args()
     if args.transport == "stdio":
-        anyio.run(build_server().run_stdio_async)
+        anyio.run(build_server(args.name).run_stdio_async)
     else:
-        asyncio.run(serve_http(args.port))
+        asyncio.run(serve_asgi(build_server(args.name).streamable_http_app(), args.port))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@ An HTTP server prints ``listening on URL`` to stderr once its socket accepts con
 URL is the MCP endpoint: ``.../mcp`` or ``.../sse``). The ``stats`` tool tells a test what the
 server saw: how many ``initialize`` handshakes (one per session), which tool calls were
 cancelled, its pid.
+
+:func:`start_server` and :func:`running_server` run the other test servers' modules too
+(``module=``): any that takes ``--transport``, ``--port`` and ``--name`` (and ``--token`` when
+one is given) and serves HTTP with :func:`serve_asgi`.
 """
 
 from __future__ import annotations
@@ -177,14 +181,19 @@ def require_token(app: Any, token: str) -> Any:
 
 async def serve_http(name: str, transport: str, port: int, token: str | None, *,
                      place: str = "town") -> None:
-    import uvicorn
-
     mcp = build_server(name, place=place)
     app = mcp.sse_app() if transport == "sse" else mcp.streamable_http_app()
     if token:
         app = require_token(app, token)
+    await serve_asgi(app, port, "/sse" if transport == "sse" else "/mcp")
+
+
+async def serve_asgi(app: Any, port: int, path: str = "/mcp") -> None:
+    """Serve the MCP server's ASGI ``app`` on 127.0.0.1:``port`` (0: a free port); print
+    ``listening on URL`` (``path`` on that address) to stderr once it accepts connections."""
+    import uvicorn
+
     sock = _bind(port)
-    path = "/sse" if transport == "sse" else "/mcp"
     url = f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
 
     class Server(uvicorn.Server):
@@ -265,6 +274,7 @@ class ServerProcess:
     process: asyncio.subprocess.Process
     stderr: list[str] = field(default_factory=list)
     args: tuple[str, ...] = ()
+    module: str = "tests.mcp.servers"
     _drain: asyncio.Task[None] | None = None
 
     @property
@@ -284,7 +294,7 @@ class ServerProcess:
         with other command-line ``args`` if given (``("--place", "city")``)."""
         self.args = self.args if args is None else args
         fresh = await start_server(self.transport, port=self.port, name=self.name,
-                                   token=self.token, args=self.args)
+                                   token=self.token, args=self.args, module=self.module)
         self.process, self.url, self.stderr, self._drain = (
             fresh.process, fresh.url, fresh.stderr, fresh._drain)
 
@@ -305,10 +315,12 @@ async def _drain_stderr(stream: asyncio.StreamReader, lines: list[str]) -> None:
 
 async def start_server(transport: str = "streamable-http", *, port: int = 0,
                        name: str = "test-server", token: str | None = None,
-                       args: tuple[str, ...] = (), timeout: float = 30) -> ServerProcess:
-    """Start an HTTP test server as a child process; return once it says it is listening."""
+                       args: tuple[str, ...] = (), timeout: float = 30,
+                       module: str = "tests.mcp.servers") -> ServerProcess:
+    """Start an HTTP test server as a child process (``python -m module``: this module's
+    server unless told otherwise); return once it says it is listening."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.mcp.servers", "--transport", transport,
+        sys.executable, "-m", module, "--transport", transport,
         "--port", str(port), "--name", name, *(["--token", token] if token else []), *args,
         env={**os.environ, **child_env()}, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
@@ -332,15 +344,18 @@ async def start_server(transport: str = "streamable-http", *, port: int = 0,
     url = lines[-1].split("listening on ", 1)[1].strip()
     bound = int(url.split(":")[2].split("/")[0])
     drain = asyncio.create_task(_drain_stderr(proc.stderr, lines))
-    return ServerProcess(transport, name, token, bound, url, proc, lines, args=args, _drain=drain)
+    return ServerProcess(transport, name, token, bound, url, proc, lines, args=args,
+                         module=module, _drain=drain)
 
 
 @contextlib.asynccontextmanager
 async def running_server(transport: str = "streamable-http", *, name: str = "test-server",
-                         token: str | None = None, args: tuple[str, ...] = ()
+                         token: str | None = None, args: tuple[str, ...] = (),
+                         timeout: float = 30, module: str = "tests.mcp.servers"
                          ) -> AsyncIterator[ServerProcess]:
-    """A test server for the duration of a ``with`` block."""
-    server = await start_server(transport, name=name, token=token, args=args)
+    """A test server (see :func:`start_server`) for the duration of a ``with`` block."""
+    server = await start_server(transport, name=name, token=token, args=args, timeout=timeout,
+                                module=module)
     try:
         yield server
     finally:
