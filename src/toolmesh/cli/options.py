@@ -8,8 +8,10 @@ a warning.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from toolmesh.config.stdio import ENV as STDIO_ALLOW_ENV
@@ -22,6 +24,85 @@ DEFAULT_BUS = "memory://"
 TOKEN_ENV = "TOOLMESH_GATEWAY_TOKEN"
 TOKEN_FILE_ENV = "TOOLMESH_GATEWAY_TOKEN_FILE"
 API_KEY_FILE_ENV = "TOOLMESH_LLM_API_KEY_FILE"
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A numeric limit (a connection cap, a timeout, a size): its flag, the environment
+    variable that sets its default (none: only the flag sets it), its type, default and help.
+    The flag's ``dest`` is the name of the field it sets in the options object it belongs to
+    (:class:`~toolmesh.gateway.bounds.Bounds`, :class:`~toolmesh.agent.react.AgentOptions`)."""
+
+    flag: str
+    env: str | None
+    type: type[int] | type[float]
+    default: int | float
+    help: str
+    #: whether the help names ``env`` (three agent flags never did)
+    env_in_help: bool = True
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        """The flag; a bad value of the environment variable raises :class:`ValueError`."""
+        default = self.default if self.env is None else self.type(
+            os.environ.get(self.env, self.default))
+        named = f"env {self.env}; " if self.env and self.env_in_help else ""
+        parser.add_argument(self.flag, type=self.type, default=default,
+                            help=f"{self.help} ({named}default: %(default)s)")
+
+
+#: the default is add_gateway's ``startup_grace``
+STARTUP_GRACE = Bound("--startup-grace", "TOOLMESH_STARTUP_GRACE", float, 15.0,
+                      "seconds after start during which a request to a service that is not "
+                      "consuming yet waits for it (within its deadline) instead of a 503 at once")
+
+#: one per field of :class:`toolmesh.gateway.bounds.Bounds` that a flag sets
+GATEWAY_BOUNDS = (
+    Bound("--max-body", None, int, 16 * MiB, "largest request body in bytes"),
+    Bound("--max-connections", "TOOLMESH_MAX_CONNECTIONS", int, 1024,
+          "connections open at once; more are answered 503"),
+    Bound("--idle-timeout", "TOOLMESH_IDLE_TIMEOUT", float, 15,
+          "seconds a connection may go without completing a request"),
+    Bound("--body-timeout", "TOOLMESH_BODY_TIMEOUT", float, 30,
+          "seconds a request body may take to arrive; slower gets 408"),
+    Bound("--bodies-in-flight", "TOOLMESH_BODIES_IN_FLIGHT", int, 64 * MiB,
+          "bytes of request bodies read at once; more get 503"),
+    Bound("--ws-auth-timeout", "TOOLMESH_WS_AUTH_TIMEOUT", float, 5,
+          "seconds a WebSocket may take to authenticate when a token is set"),
+    Bound("--ws-send-timeout", "TOOLMESH_WS_SEND_TIMEOUT", float, 10,
+          "seconds a WebSocket client may leave answers unread before it is cut off"),
+)
+
+#: one per field of :class:`toolmesh.agent.react.AgentOptions` that a flag sets
+AGENT_BOUNDS = (
+    Bound("--max-iterations", "TOOLMESH_MAX_ITERATIONS", int, 10,
+          "ReAct steps before the agent gives up", env_in_help=False),
+    Bound("--tool-timeout", "TOOLMESH_TOOL_TIMEOUT", float, 120,
+          "seconds a tool may take", env_in_help=False),
+    Bound("--tool-max-timeout", "TOOLMESH_TOOL_MAX_TIMEOUT", float, 600,
+          "seconds an MCP tool that keeps reporting progress may take; each report grants "
+          "--tool-timeout more", env_in_help=False),
+    Bound("--max-observation", "TOOLMESH_MAX_OBSERVATION", int, 32768,
+          "bytes of a tool's result the LLM sees; a longer result is cut with a note"),
+)
+
+DRAIN_TIMEOUT = Bound("--drain-timeout", "TOOLMESH_DRAIN_TIMEOUT", float, 10,
+                      "on SIGTERM, seconds the requests in hand get to finish before they are "
+                      "cancelled with an error reply")
+
+
+def add_bounds(parser: argparse.ArgumentParser, bounds: tuple[Bound, ...]) -> None:
+    for bound in bounds:
+        bound.add_to(parser)
+
+
+def bound_values(args: argparse.Namespace, bounds: tuple[Bound, ...]) -> dict[str, int | float]:
+    """The parsed ``bounds`` by field name: ``Bounds(**bound_values(args, GATEWAY_BOUNDS))``."""
+    return {bound.dest: getattr(args, bound.dest) for bound in bounds}
 
 
 def _env_list(name: str) -> list[str]:
@@ -82,39 +163,8 @@ def add_gateway(parser: argparse.ArgumentParser, *, startup_grace: float = 15.0)
     parser.add_argument("--insecure", action="store_true",
                         default=os.environ.get("TOOLMESH_INSECURE", "") in ("1", "true", "yes"),
                         help="allow listening beyond loopback without a token (dangerous)")
-    parser.add_argument("--startup-grace", type=float,
-                        default=float(os.environ.get("TOOLMESH_STARTUP_GRACE", startup_grace)),
-                        help="seconds after start during which a request to a service that "
-                             "is not consuming yet waits for it (within its deadline) instead "
-                             "of a 503 at once (env TOOLMESH_STARTUP_GRACE; default: "
-                             "%(default)s)")
-    parser.add_argument("--max-body", type=int, default=16 * 1024 * 1024,
-                        help="largest request body in bytes (default: %(default)s)")
-    parser.add_argument("--max-connections", type=int,
-                        default=int(os.environ.get("TOOLMESH_MAX_CONNECTIONS", "1024")),
-                        help="connections open at once; more are answered 503 "
-                             "(env TOOLMESH_MAX_CONNECTIONS; default: %(default)s)")
-    parser.add_argument("--idle-timeout", type=float,
-                        default=float(os.environ.get("TOOLMESH_IDLE_TIMEOUT", "15")),
-                        help="seconds a connection may go without completing a request "
-                             "(env TOOLMESH_IDLE_TIMEOUT; default: %(default)s)")
-    parser.add_argument("--body-timeout", type=float,
-                        default=float(os.environ.get("TOOLMESH_BODY_TIMEOUT", "30")),
-                        help="seconds a request body may take to arrive; slower gets 408 "
-                             "(env TOOLMESH_BODY_TIMEOUT; default: %(default)s)")
-    parser.add_argument("--bodies-in-flight", type=int,
-                        default=int(os.environ.get("TOOLMESH_BODIES_IN_FLIGHT",
-                                                   str(64 * 1024 * 1024))),
-                        help="bytes of request bodies read at once; more get 503 "
-                             "(env TOOLMESH_BODIES_IN_FLIGHT; default: %(default)s)")
-    parser.add_argument("--ws-auth-timeout", type=float,
-                        default=float(os.environ.get("TOOLMESH_WS_AUTH_TIMEOUT", "5")),
-                        help="seconds a WebSocket may take to authenticate when a token is set "
-                             "(env TOOLMESH_WS_AUTH_TIMEOUT; default: %(default)s)")
-    parser.add_argument("--ws-send-timeout", type=float,
-                        default=float(os.environ.get("TOOLMESH_WS_SEND_TIMEOUT", "10")),
-                        help="seconds a WebSocket client may leave answers unread before it is "
-                             "cut off (env TOOLMESH_WS_SEND_TIMEOUT; default: %(default)s)")
+    add_bounds(parser, (dataclasses.replace(STARTUP_GRACE, default=startup_grace),
+                        *GATEWAY_BOUNDS))
 
 
 def gateway_token(args: argparse.Namespace) -> str | None:
@@ -172,29 +222,12 @@ def llm_api_key(args: argparse.Namespace) -> str | None:
 
 
 def add_agent(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-iterations", type=int,
-                        default=int(os.environ.get("TOOLMESH_MAX_ITERATIONS", "10")),
-                        help="ReAct steps before the agent gives up (default: %(default)s)")
-    parser.add_argument("--tool-timeout", type=float,
-                        default=float(os.environ.get("TOOLMESH_TOOL_TIMEOUT", "120")),
-                        help="seconds a tool may take (default: %(default)s)")
-    parser.add_argument("--tool-max-timeout", type=float,
-                        default=float(os.environ.get("TOOLMESH_TOOL_MAX_TIMEOUT", "600")),
-                        help="seconds an MCP tool that keeps reporting progress may take; "
-                             "each report grants --tool-timeout more (default: %(default)s)")
-    parser.add_argument("--max-observation", type=int,
-                        default=int(os.environ.get("TOOLMESH_MAX_OBSERVATION", "32768")),
-                        help="bytes of a tool's result the LLM sees; a longer result is cut "
-                             "with a note (env TOOLMESH_MAX_OBSERVATION; default: %(default)s)")
+    add_bounds(parser, AGENT_BOUNDS)
 
 
 def add_lifecycle(parser: argparse.ArgumentParser) -> None:
     """How a process stops, and which flow its agent or mcp-tool service serves."""
-    parser.add_argument("--drain-timeout", type=float,
-                        default=float(os.environ.get("TOOLMESH_DRAIN_TIMEOUT", "10")),
-                        help="on SIGTERM, seconds the requests in hand get to finish before "
-                             "they are cancelled with an error reply (env "
-                             "TOOLMESH_DRAIN_TIMEOUT; default: %(default)s)")
+    DRAIN_TIMEOUT.add_to(parser)
     parser.add_argument("--flow", default=os.environ.get("TOOLMESH_FLOW", "default"),
                         help="the flow the agent and mcp-tool parts serve (queues "
                              "request:tg:agent:FLOW, ...); define it with a flow/FLOW config "

@@ -80,10 +80,7 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
     check_exposure(host=args.host, token=token, insecure=args.insecure)
     AccessPolicy.build(listen_host=args.host, auth=Auth(token),  # refuses a bad origin now
                        allow_origins=args.allow_origin, allow_hosts=args.allow_host)
-    bounds = Bounds(max_body=args.max_body, max_connections=args.max_connections,
-                    idle_timeout=args.idle_timeout, body_timeout=args.body_timeout,
-                    bodies_in_flight=args.bodies_in_flight, ws_auth_timeout=args.ws_auth_timeout,
-                    ws_send_timeout=args.ws_send_timeout)
+    bounds = Bounds(**options.bound_values(args, options.GATEWAY_BOUNDS))
     deadlines = Deadlines().with_overrides(args.deadline)
     return GatewayOptions(host=args.host, port=args.port, token=token, bounds=bounds,
                           deadlines=deadlines, shutdown_timeout=args.drain_timeout,
@@ -173,10 +170,8 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         from toolmesh.agent.react import AgentOptions
         from toolmesh.agent.service import AgentService
 
-        return AgentService(bus, options=AgentOptions(max_iterations=args.max_iterations,
-                                                      tool_timeout=args.tool_timeout,
-                                                      tool_max_timeout=args.tool_max_timeout,
-                                                      max_observation=args.max_observation),
+        agent_options = AgentOptions(**options.bound_values(args, options.AGENT_BOUNDS))
+        return AgentService(bus, options=agent_options,
                             request_queue=f"request:tg:agent:{args.flow}",
                             response_queue=f"response:tg:agent:{args.flow}",
                             tools_queues={"request_queue": f"request:tg:agent-tools:{args.flow}",
