@@ -44,17 +44,19 @@ class Stack:
     #: the agent's agent-tools (tool status) queues
     tools_queues: tuple[str, str] = ("", "")
 
-    async def put(self, items: Mapping[tuple[str, str], Any]) -> int:
-        """Store config items (dicts are JSON-encoded) and wait until the agent has them."""
+    async def put(self, items: Mapping[tuple[str, str], Any], *,
+                  workspace: str = "default") -> int:
+        """Store config items (dicts are JSON-encoded) in ``workspace`` and wait until the
+        agent has them."""
         version = await self.config.put({k: v if isinstance(v, str) else json.dumps(v)
-                                         for k, v in items.items()})
+                                         for k, v in items.items()}, workspace=workspace)
         async with asyncio.timeout(10):
-            await self.agent.wait_for_config(version)
+            await self.agent.wait_for_config(version, workspace=workspace)
             # these services watch only their own type, so only its changes reach them
             if any(type == "mcp" for type, _ in items):
-                await self.mcp.wait_for_config(version)
+                await self.mcp.wait_for_config(version, workspace=workspace)
             if any(type == "prompt" for type, _ in items):
-                await self.prompt.wait_for_config(version)
+                await self.prompt.wait_for_config(version, workspace=workspace)
         return version
 
     async def delete(self, *keys: tuple[str, str]) -> None:

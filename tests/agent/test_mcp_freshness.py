@@ -88,7 +88,7 @@ async def test_list_changed_makes_a_new_tool_available_at_once(
                      ("tool", "register"): mcp_tool("register", "register"),
                      ("tool", "extra"): mcp_tool("extra-tool", "extra")})
         noticed = asyncio.Event()
-        await s.agent.mcp.watch_tools(lambda ids: noticed.set())  # after the agent's own
+        await s.agent.mcp.watch_tools(lambda workspace, ids: noticed.set())  # after the agent's own
         assert observations(await s.ask("add a tool")) == ["added extra"]
         async with asyncio.timeout(10):
             await noticed.wait()

@@ -19,7 +19,6 @@ from toolmesh.agent.tools.context import ClientPool
 from toolmesh.agent.tools.mcp_schemas import McpSchemas
 from toolmesh.agent.toolset import build_toolset
 from toolmesh.config.client import ConfigSnapshot
-from toolmesh.errors import RequestError
 from toolmesh.llm import ScriptedLLM
 
 WEATHER = {"type": "mcp-tool", "name": "get-weather", "mcp-tool": "weather",
@@ -116,15 +115,6 @@ async def test_every_tool_item_has_a_status(backend: Backend, tmp_path: Path) ->
                               "offered")
     assert lost["reason"] == ("tool/lost uses tool service 'gone', but there is no config item "
                               "tool-service/gone")
-
-
-async def test_a_status_request_for_another_workspace_is_refused(
-        memory: Backend, tmp_path: Path) -> None:
-    async with agent_stack(memory, tmp_path, ScriptedLLM()) as s:
-        with pytest.raises(RequestError) as e:
-            await status(s, workspace="elsewhere")
-    assert e.value.type == "bad-request"
-    assert e.value.message == "this agent serves workspace 'default', not 'elsewhere'"
 
 
 async def test_a_stored_trustgraph_query_tool_is_not_offered_and_says_why(

@@ -23,7 +23,8 @@ class Notices:
         self.ids: list[list[str]] = []
         self.changed = asyncio.Event()
 
-    def __call__(self, ids: list[str]) -> None:
+    def __call__(self, workspace: str, ids: list[str]) -> None:
+        assert workspace == "default"  # the items of these tests are in the default one
         self.ids.append(ids)
         self.changed.set()
 

@@ -118,7 +118,8 @@ async def test_a_changed_or_deleted_item_is_announced_to_clients_holding_its_sch
     heard: list[list[str]] = []
     notice = asyncio.Event()
 
-    def on_notice(ids: list[str]) -> None:
+    def on_notice(workspace: str, ids: list[str]) -> None:
+        assert workspace == "default"
         heard.append(ids)
         notice.set()
 
@@ -161,8 +162,8 @@ async def test_every_failure_is_an_error_response_and_the_service_lives_on(
 
     error = await error_of({"name": "nope", "parameters": {}})
     assert error == {"type": "mcp-error", "message":
-                     "no MCP tool 'nope' is configured (configured: echo, fail, gone, "
-                     "nameless, slow)"}
+                     "no MCP tool 'nope' is configured in workspace 'default' (configured: echo, "
+                     "fail, gone, nameless, slow)"}
     assert (await error_of({"parameters": {}}))["type"] == "bad-request"
     bad = await error_of({"name": "echo", "parameters": "[1, 2]"})
     assert bad["type"] == "bad-request" and "'parameters' must be a JSON object" in bad["message"]
@@ -224,7 +225,8 @@ async def test_config_changes_apply_without_a_restart(stack: Stack, http: Server
         with pytest.raises(RequestError) as raised:
             await stack.client.invoke("hello", {}, timeout=10)
         assert raised.value.type == "mcp-error"
-        assert raised.value.message == "no MCP tool 'hello' is configured (configured: echo)"
+        assert raised.value.message == ("no MCP tool 'hello' is configured in workspace 'default' "
+                                         "(configured: echo)")
     finally:
         await beta.stop()
 

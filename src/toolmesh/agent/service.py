@@ -1,4 +1,9 @@
-"""The agent service on the bus: TrustGraph's agent queues, tools from config, hot reload."""
+"""The agent service on the bus: TrustGraph's agent queues, tools from config, hot reload.
+
+Each request is answered with the tools of its ``workspace`` (default: the service's): a tool
+set per workspace, built at the first request that names it and rebuilt on every change to it
+(:mod:`toolmesh.config.workspaces`). A dialog never sees another workspace's tools.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ from toolmesh.agent.status_service import AgentToolsService
 from toolmesh.agent.tools.context import ClientPool
 from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
 from toolmesh.bus.base import Bus
-from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
+from toolmesh.config.client import ConfigSnapshot
+from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
 from toolmesh.mcp import McpToolClient
 from toolmesh.prompt import PromptClient
 from toolmesh.rpc.service import Reply, Service
@@ -26,8 +32,9 @@ AGENT_RESPONSE_QUEUE = "response:tg:agent:default"
 class AgentService(Service):
     """Answers agent requests with a ReAct loop over the tools the config describes.
 
-    The tools are rebuilt whenever a ``tool``, ``tool-service`` or ``mcp`` item changes and
-    take effect from the next dialog step; dialogs in flight keep running.
+    The tools of a workspace are rebuilt whenever one of its ``tool``, ``tool-service`` or
+    ``mcp`` items changes and take effect from the next dialog step; dialogs in flight keep
+    running. ``workspace``: the one of requests that name none.
     """
 
     error_type = "agent-error"
@@ -44,18 +51,31 @@ class AgentService(Service):
                          subscription=f"{id}-request", concurrency=concurrency)
         self.clients = ClientPool(bus)
         self.prompts = PromptClient(bus, **(prompt_queues or {}))
-        self.toolset = ToolSet()
+        self.workspace = workspace
+        #: workspace -> its tool set
+        self.toolsets: dict[str, ToolSet] = {}
         self._rebuild = asyncio.Lock()
         self._changed = asyncio.Condition()
-        self._watcher = ConfigWatcher(bus, types=WATCHED_TYPES, on_change=self._on_config,
-                                      workspace=workspace, **(config_queues or {}))
+        self._watcher = WorkspaceWatcher(bus, types=WATCHED_TYPES, on_change=self._on_config,
+                                         on_forget=self._forget_workspace,
+                                         preload=(workspace,), **(config_queues or {}))
         self.loop = ReactLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options)
         self.mcp = McpToolClient(bus, **(mcp_queues or {}))
         self.services: dict[str, Any] = {"prompt": self.prompts, "mcp": self.mcp}
         #: answers which tools are offered and why others are not (`toolmesh tools`)
-        self.tool_status = AgentToolsService(bus, toolset=lambda: self.toolset, id=id,
+        self.tool_status = AgentToolsService(bus, toolset=self.toolset_of, id=id,
+                                             load=self._watcher.ensure,
                                              reload=self._watcher.reload, workspace=workspace,
                                              **(tools_queues or {}))
+
+    @property
+    def toolset(self) -> ToolSet:
+        """The tool set of the default workspace."""
+        return self.toolset_of(self.workspace)
+
+    def toolset_of(self, workspace: str) -> ToolSet:
+        """The tool set of ``workspace`` (empty until it is loaded)."""
+        return self.toolsets.get(workspace) or ToolSet(workspace=workspace)
 
     async def start(self) -> None:
         await self.prompts.start()
@@ -75,23 +95,37 @@ class AgentService(Service):
         await self.mcp.stop()
         await self.clients.close()
 
-    async def wait_for_config(self, version: int) -> None:
-        """Wait until tools from config ``version`` (or later) are in place (for tests/tools)."""
+    async def wait_for_config(self, version: int, *, workspace: str | None = None) -> None:
+        """Wait until tools from config ``version`` (or later) are in place for ``workspace``
+        (default: the service's), loading it if no request has named it yet (for tests)."""
+        workspace = workspace or self.workspace
+        await self._watcher.ensure(workspace)
         async with self._changed:
-            await self._changed.wait_for(lambda: self.toolset.version >= version)
+            await self._changed.wait_for(lambda: self.toolset_of(workspace).version >= version)
 
     async def _on_config(self, snapshot: ConfigSnapshot) -> None:
         async with self._rebuild:
-            self.toolset = await build_toolset(snapshot, clients=self.clients,
-                                               services=self.services)
-        log.info("config version %d: tools %s", snapshot.version,
-                 ", ".join(self.toolset.tools) or "(none)")
+            toolset = await build_toolset(snapshot, clients=self.clients,
+                                          services=self.services)
+            self.toolsets[snapshot.workspace] = toolset
+        log.info("config version %d: tools of workspace %r: %s", snapshot.version,
+                 snapshot.workspace, ", ".join(toolset.tools) or "(none)")
         async with self._changed:
             self._changed.notify_all()
+
+    async def _forget_workspace(self, workspace: str) -> None:
+        self.toolsets.pop(workspace, None)
+        schemas = self.services.get("mcp-schemas")
+        if schemas is not None:
+            schemas.forget(workspace)
 
     def error_response(self, error: dict[str, str]) -> dict[str, Any]:
         return message("error", error.get("message", ""), message_id=new_message_id(),
                        end_of_dialog=True, error=error)
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
-        await self.loop.run(parse_request(request), reply)
+        workspace = request_workspace(request, default=self.workspace)
+        parsed = parse_request(request)
+        await self._watcher.ensure(workspace)
+        await self.loop.run(parsed, reply, tools=lambda: self.toolset_of(workspace),
+                            workspace=workspace)

@@ -2,7 +2,7 @@
 
 Request ``{"workspace"?: str, "version"?: int}`` on ``request:tg:agent-tools:{flow}`` → one response
 ``{"workspace", "version", "tools": [{"key", "name", "type", "status", "reason"?}]}``, the
-tool items by key; ``status`` is ``available`` or ``not-offered`` (then ``reason`` says why).
+tool items of that workspace (default: the agent's) by key; ``status`` is ``available`` or ``not-offered`` (then ``reason`` says why).
 The gateway serves it as ``POST /api/v1/flow/{flow}/service/agent-tools``; `toolmesh tools`
 and ``tg-show-tools`` print it.
 
@@ -26,7 +26,8 @@ from typing import Any
 
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.bus.base import Bus
-from toolmesh.errors import RequestError, ServiceError
+from toolmesh.config.workspaces import request_workspace
+from toolmesh.errors import RequestError
 from toolmesh.rpc.service import Reply, Service
 
 log = logging.getLogger("toolmesh.agent")
@@ -38,18 +39,21 @@ REFRESH_BUDGET = 3.0
 
 
 class AgentToolsService(Service):
-    """Answers ``agent-tools`` requests from the tool set ``toolset()`` returns."""
+    """Answers ``agent-tools`` requests from the tool set ``toolset(workspace)`` returns
+    (``load(workspace)`` first: a workspace no dialog has named yet is loaded for it)."""
 
     error_type = "agent-error"
 
-    def __init__(self, bus: Bus, *, toolset: Callable[[], ToolSet],
-                 reload: Callable[[], Awaitable[None]], workspace: str,
+    def __init__(self, bus: Bus, *, toolset: Callable[[str], ToolSet],
+                 load: Callable[[str], Awaitable[None]],
+                 reload: Callable[[str], Awaitable[None]], workspace: str,
                  request_queue: str = AGENT_TOOLS_REQUEST_QUEUE,
                  response_queue: str = AGENT_TOOLS_RESPONSE_QUEUE, id: str = "agent",
                  refresh_budget: float = REFRESH_BUDGET) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-tools-request", concurrency=16)
         self._toolset = toolset
+        self._load = load
         self._reload = reload
         self.workspace = workspace
         self.refresh_budget = refresh_budget
@@ -61,21 +65,19 @@ class AgentToolsService(Service):
             task.cancel()
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
-        named = request.get("workspace")
-        if named not in (None, "", self.workspace):
-            # one agent serves one workspace; another's tools are not this agent's to list
-            raise ServiceError(f"this agent serves workspace {self.workspace!r}, not "
-                               f"{named!r}", type="bad-request")
+        workspace = request_workspace(request, default=self.workspace)
+        await self._load(workspace)
         seen = request.get("version")
-        if isinstance(seen, int) and not isinstance(seen, bool) and seen > self._toolset().version:
+        if (isinstance(seen, int) and not isinstance(seen, bool)
+                and seen > self._toolset(workspace).version):
             try:
-                await self._reload()
+                await self._reload(workspace)
             except RequestError as e:  # answer from what the agent has; "version" says which
-                log.warning("could not load config version %d for a status request: %s",
-                            seen, e.message)
-        toolset = self._toolset()
+                log.warning("could not load config version %d of workspace %r for a status "
+                            "request: %s", seen, workspace, e.message)
+        toolset = self._toolset(workspace)
         await self._refresh(toolset)
-        await reply({"workspace": self.workspace, "version": toolset.version,
+        await reply({"workspace": workspace, "version": toolset.version,
                      "tools": [status.to_wire() for status in toolset.statuses()]})
 
     async def _refresh(self, toolset: ToolSet) -> None:

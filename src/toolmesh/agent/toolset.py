@@ -12,6 +12,7 @@ from toolmesh.agent.status import ToolStatus
 from toolmesh.agent.tools import Tool, ToolBuildError, build_tool
 from toolmesh.agent.tools.context import BuildContext, ClientPool
 from toolmesh.config.client import ConfigSnapshot
+from toolmesh.config.service import DEFAULT_WORKSPACE
 
 log = logging.getLogger("toolmesh.agent.tools")
 
@@ -28,6 +29,8 @@ class ToolSet:
     problems: Mapping[str, str] = field(default_factory=dict)
     #: tool key -> the status of an item that is not a tool (not buildable, name taken)
     refused: Mapping[str, ToolStatus] = field(default_factory=dict)
+    #: the workspace whose tool items these are
+    workspace: str = DEFAULT_WORKSPACE
 
     def offered(self, *, groups: Sequence[str] | None, state: str | None) -> list[Tool]:
         """The tools for a request in ``groups`` (default ``["default"]``) and ``state``."""
@@ -78,7 +81,8 @@ async def build_toolset(snapshot: ConfigSnapshot, *, clients: ClientPool,
     definition would offer exactly that. Two tools with one name: the first key wins.
     """
     config, problems = parse_snapshot(snapshot)
-    context = BuildContext(clients=clients, config=config, services=services)
+    context = BuildContext(clients=clients, config=config, services=services,
+                           workspace=snapshot.workspace)
     tools: dict[str, Tool] = {}
     refused: dict[str, ToolStatus] = {}
     items = config.get("tool", {})
@@ -100,5 +104,6 @@ async def build_toolset(snapshot: ConfigSnapshot, *, clients: ClientPool,
             continue
         tools[tool.name] = tool
     for where, problem in problems.items():
-        log.error("config version %d: %s", snapshot.version, problem)
-    return ToolSet(snapshot.version, tools, problems, refused)
+        log.error("config version %d of workspace %r: %s", snapshot.version,
+                  snapshot.workspace, problem)
+    return ToolSet(snapshot.version, tools, problems, refused, workspace=snapshot.workspace)

@@ -18,6 +18,8 @@ def add_parser(commands: Any) -> None:
                    help="gateway URL (env TOOLMESH_URL; default http://localhost:8888/)")
     p.add_argument("-t", "--token", default=None, help="bearer token (env TOOLMESH_TOKEN)")
     p.add_argument("-f", "--flow", default="default")
+    p.add_argument("-w", "--workspace", default="default",
+                   help="the workspace whose tools the dialog uses (default: %(default)s)")
     p.add_argument("-g", "--group", nargs="+", help="tool groups to offer (default: default)")
     p.add_argument("-s", "--state", help="the state the dialog starts in")
     p.add_argument("--user", default=None, help="the user tools run for")
@@ -72,7 +74,8 @@ async def run(args: argparse.Namespace) -> int:
     try:
         async with gateway_socket(args.url or default_url(), token) as ws:
             await ws.send_json({"id": "q1", "service": "agent", "flow": args.flow,
-                                "request": request, "timeout": args.timeout})
+                                "workspace": args.workspace, "request": request,
+                                "timeout": args.timeout})
             # the gateway's timeout error, which says what to check, comes first
             async for frame in frames(ws, timeout=args.timeout + MARGIN):
                 response = frame.get("response") or {}

@@ -161,8 +161,8 @@ class ToolServiceEndpoint:
             named = request.get("workspace")
             if named is not None and not isinstance(named, str):
                 raise _bad(f"'workspace' must be a string, not {type(named).__name__}")
-            descriptor = await self._descriptor(
-                call.id, named if isinstance(named, str) and named else workspace)
+            workspace = named if isinstance(named, str) and named else workspace
+            descriptor = await self._descriptor(call.id, workspace)
             descriptor.check(call.config)
             client = await self._client(descriptor)
         except RequestError as e:
@@ -177,11 +177,12 @@ class ToolServiceEndpoint:
             if call.streaming:
                 async for text, final in client.responses(
                         user=call.user, config=call.config, arguments=call.arguments,
-                        timeout=call.timeout):
+                        timeout=call.timeout, workspace=workspace):
                     yield {"response": text, "end_of_stream": final}, final
             else:
                 text = await client.call(user=call.user, config=call.config,
-                                         arguments=call.arguments, timeout=call.timeout)
+                                         arguments=call.arguments, timeout=call.timeout,
+                                         workspace=workspace)
                 yield {"response": text, "end_of_stream": True}, True
         except RequestTimeout as e:
             raise RequestTimeout(f"tool service {call.id!r} did not answer: {e.message}") from None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from toolmesh.config.errors import ConfigError
+from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.config.validation import header_value_problem
 from toolmesh.schema.json_object import json_object
 from toolmesh.urls import mask_url
@@ -44,6 +45,9 @@ class McpServer:
     env: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
     #: whether the server may ask for ``sampling/createMessage`` (answered by our LLM)
     sampling: bool = False
+    #: the config workspace of the item: sessions are never shared across workspaces (a
+    #: server may keep state per session or per process, which must not pass between tenants)
+    workspace: str = DEFAULT_WORKSPACE
 
     def __post_init__(self) -> None:
         if not self.remote_name:
@@ -59,8 +63,10 @@ class McpServer:
                               f"not {mask_url(self.url or '')!r}")
 
     @classmethod
-    def from_config(cls, id: str, value: Mapping[str, Any] | str) -> McpServer:
-        """Build from the value of config item ``mcp/<id>`` (a JSON object, or its text)."""
+    def from_config(cls, id: str, value: Mapping[str, Any] | str, *,
+                    workspace: str = DEFAULT_WORKSPACE) -> McpServer:
+        """Build from the value of config item ``mcp/<id>`` (a JSON object, or its text) of
+        ``workspace``."""
         try:
             # an object is checked as well as text: a lone surrogate would fail only later,
             # in the HTTP header or the child's environment it is sent in
@@ -87,7 +93,7 @@ class McpServer:
                    auth_token=value.get("auth-token") or None,
                    transport=value.get("transport") or "streamable-http",
                    command=value.get("command") or None, args=tuple(args),
-                   env=dict(env), sampling=value.get("sampling", False))
+                   env=dict(env), sampling=value.get("sampling", False), workspace=workspace)
 
     @property
     def where(self) -> str:
@@ -102,11 +108,19 @@ class McpServer:
         changes, an open session to the old settings must not be reused."""
         # sampling too: the client declares it in the handshake, so a change needs a new session
         material = json.dumps([self.transport, self.url, self.auth_token, self.command,
-                               list(self.args), sorted(self.env.items()), self.sampling])
+                               list(self.args), sorted(self.env.items()), self.sampling,
+                               self.workspace])
         return hashlib.sha256(material.encode()).hexdigest()
+
+    @property
+    def slot(self) -> tuple[str, str]:
+        """``(workspace, id)``: what names this item among every workspace's."""
+        return self.workspace, self.id
 
     def __repr__(self) -> str:
         parts = [f"id={self.id!r}", f"transport={self.transport!r}"]
+        if self.workspace != DEFAULT_WORKSPACE:
+            parts.insert(1, f"workspace={self.workspace!r}")
         if self.transport == "stdio":
             parts.append(f"command={self.command!r}")
             if self.args:

@@ -3,7 +3,8 @@
 The service holds the MCP sessions, so it is the one that hears a server's
 ``notifications/tools/list_changed`` (or sees a server refuse arguments that fit the schema a
 client was given). It says so on a notify queue — every subscriber gets every notice —
-``{"tools-changed": ["<mcp config id>", ...]}``, and a client that keeps copies of schemas (the
+``{"tools-changed": ["<mcp config id>", ...], "workspace": "<the items' workspace>"}`` (a notice
+without ``workspace`` is about the default one), and a client that keeps copies of schemas (the
 agent) reads those again. A notice is a hint: a client that misses one still reads schemas
 again after its TTL.
 """
@@ -14,15 +15,18 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from toolmesh.bus.base import Bus, Message, Producer, Subscription
+from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.errors import MalformedMessage, ToolmeshError
 
 log = logging.getLogger("toolmesh.mcp")
 
 MCP_TOOL_NOTIFY_QUEUE = "notify:tg:mcp-tool:default"
 
-ToolsChanged = Callable[[list[str]], None]
+#: ``(workspace, ids)``: the tools of these mcp items of that workspace changed
+ToolsChanged = Callable[[str, list[str]], None]
 
 
 class NoticeSender:
@@ -41,14 +45,15 @@ class NoticeSender:
     async def stop(self) -> None:
         await asyncio.gather(*self._sending, return_exceptions=True)
 
-    def tools_changed(self, ids: Iterable[str]) -> None:
+    def tools_changed(self, workspace: str, ids: Iterable[str]) -> None:
         if self._producer is None:
             return  # not started: nobody can have copied a schema from us yet
-        task = asyncio.create_task(self._send({"tools-changed": sorted(ids)}))
+        task = asyncio.create_task(self._send({"tools-changed": sorted(ids),
+                                               "workspace": workspace}))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, notice: dict[str, list[str]]) -> None:
+    async def _send(self, notice: dict[str, Any]) -> None:
         assert self._producer is not None
         try:
             await self._producer.send(notice)
@@ -90,5 +95,10 @@ class NoticeWatcher:
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             log.warning("ignored an mcp-tool notice without a list of ids: %r", notice)
             return
+        workspace = notice.get("workspace") or DEFAULT_WORKSPACE
+        if not isinstance(workspace, str):
+            log.warning("ignored an mcp-tool notice whose workspace is not a string: %r",
+                        notice)
+            return
         for callback in list(self._callbacks):
-            callback(ids)
+            callback(workspace, ids)

@@ -30,11 +30,13 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolmesh.bus.base import Bus
-from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
+from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.stdio import DENY_ALL, StdioAllowList
+from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
 from toolmesh.errors import RequestError, ServiceError, ToolmeshError
 from toolmesh.llm.service import TextCompletionClient
 from toolmesh.logs import register_secret
@@ -86,6 +88,15 @@ def response(*, text: str | None = None, object: Any = None) -> dict[str, Any]:
             "object": None if object is None else json.dumps(object, ensure_ascii=False)}
 
 
+@dataclass(frozen=True)
+class _Servers:
+    """One workspace's mcp items: the usable ones, why the others are not, and the version."""
+
+    servers: dict[str, McpServer] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)  # id -> why it cannot be used
+    version: int = -1
+
+
 class McpToolService(Service):
     """Calls MCP tools named by ``mcp`` config items, over pooled, supervised sessions.
 
@@ -116,12 +127,24 @@ class McpToolService(Service):
         self.notices = NoticeSender(bus, queue=notify_queue)
         self.pool = SessionPool(sampler=Sampler(self._llm, timeout=sampling_timeout),
                                 on_tools_changed=self.notices.tools_changed)
-        self.servers: dict[str, McpServer] = {}
-        self.invalid: dict[str, str] = {}  # id -> why its item cannot be used
-        self.version = -1
+        #: the workspace of requests that name none
+        self.workspace = workspace
+        #: workspace -> its mcp items (each request is served from its own workspace's)
+        self.workspaces: dict[str, _Servers] = {}
         self._changed = asyncio.Condition()
-        self._watcher = ConfigWatcher(bus, types=["mcp"], on_change=self._on_config,
-                                      workspace=workspace, **(config_queues or {}))
+        self._watcher = WorkspaceWatcher(bus, types=["mcp"], on_change=self._on_config,
+                                         on_forget=self._forget_workspace,
+                                         preload=(workspace,), **(config_queues or {}))
+
+    @property
+    def servers(self) -> dict[str, McpServer]:
+        """The usable mcp items of the default workspace (for tests and tools)."""
+        return self.workspaces.get(self.workspace, _Servers()).servers
+
+    @property
+    def version(self) -> int:
+        """The config version in effect for the default workspace."""
+        return self.workspaces.get(self.workspace, _Servers()).version
 
     def error_response(self, error: dict[str, str]) -> dict[str, Any]:
         return {"error": error, "text": None, "object": None}
@@ -139,56 +162,72 @@ class McpToolService(Service):
         await self.notices.stop()
         await self._llm.stop()
 
-    async def wait_for_config(self, version: int) -> None:
-        """Wait until config ``version`` (or later) is in effect."""
+    async def wait_for_config(self, version: int, *, workspace: str | None = None) -> None:
+        """Wait until config ``version`` (or later) is in effect for ``workspace`` (default:
+        the service's), loading it if no request has named it yet."""
+        workspace = workspace or self.workspace
+        await self._watcher.ensure(workspace)
         async with self._changed:
-            await self._changed.wait_for(lambda: self.version >= version)
+            await self._changed.wait_for(
+                lambda: self.workspaces.get(workspace, _Servers()).version >= version)
 
     async def _on_config(self, snapshot: ConfigSnapshot) -> None:
+        workspace = snapshot.workspace
         servers: dict[str, McpServer] = {}
         invalid: dict[str, str] = {}
         for key, raw in snapshot.of("mcp").items():
             try:
-                server = McpServer.from_config(key, raw)
+                server = McpServer.from_config(key, raw, workspace=workspace)
             except ToolmeshError as e:
                 invalid[key] = e.message
-                log.warning("config item mcp/%s cannot be used: %s", key, e.message)
+                log.warning("config item mcp/%s of workspace %r cannot be used: %s", key,
+                            workspace, e.message)
                 continue
             register_secret(server.auth_token)
             for value in server.env.values():
                 register_secret(value)
             if server.transport == "stdio" and not self.stdio_allow.allows(server.command):
                 invalid[key] = self.stdio_allow.refusal(f"mcp/{key}", server.command)
-                log.warning("config item mcp/%s is not run: %s", key, invalid[key])
+                log.warning("config item mcp/%s of workspace %r is not run: %s", key,
+                            workspace, invalid[key])
                 continue
             servers[key] = server
-        previous, self.servers, self.invalid = self.servers, servers, invalid
+        previous = self.workspaces.get(workspace, _Servers()).servers
+        self.workspaces[workspace] = _Servers(servers, invalid, snapshot.version)
         # A session to settings that changed or vanished must not serve another call.
         stale = [id for id, old in previous.items()
                  if id not in servers or servers[id].connection_key != old.connection_key]
-        await asyncio.gather(*(self.pool.forget(id) for id in stale))
+        await asyncio.gather(*(self.pool.forget(id, workspace=workspace) for id in stale))
         # A client may have described a changed item (another remote tool, another server)
         # before this service applied the change, and so hold the old tool's schema: tell it.
         changed = [id for id, old in previous.items()
                    if id not in servers or servers[id] != old]
         if changed:
-            self.notices.tools_changed(changed)
-        self.version = snapshot.version
-        log.info("config version %d: MCP tools %s", snapshot.version,
-                 ", ".join(sorted(servers)) or "(none)")
+            self.notices.tools_changed(workspace, changed)
+        log.info("config version %d: MCP tools of workspace %r: %s", snapshot.version,
+                 workspace, ", ".join(sorted(servers)) or "(none)")
         async with self._changed:
             self._changed.notify_all()
 
-    def _server(self, name: Any) -> McpServer:
+    async def _forget_workspace(self, workspace: str) -> None:
+        forgotten = self.workspaces.pop(workspace, None)
+        if forgotten is not None:
+            await asyncio.gather(*(self.pool.forget(id, workspace=workspace)
+                                   for id in forgotten.servers))
+
+    def _server(self, name: Any, workspace: str) -> McpServer:
         if not isinstance(name, str) or not name:
             raise bad_request("an mcp-tool request needs 'name', the id of an mcp config item")
-        server = self.servers.get(name)
+        items = self.workspaces.get(workspace, _Servers())
+        server = items.servers.get(name)
         if server is not None:
             return server
-        if name in self.invalid:
-            raise McpError(f"MCP tool {name!r} is misconfigured: {self.invalid[name]}")
-        known = ", ".join(sorted(self.servers)) or "none"
-        raise McpError(f"no MCP tool {name!r} is configured (configured: {known})")
+        if name in items.invalid:
+            raise McpError(f"MCP tool {name!r} is misconfigured: {items.invalid[name]}")
+        # only this workspace's ids: another workspace's are not the caller's to see
+        known = ", ".join(sorted(items.servers)) or "none"
+        raise McpError(f"no MCP tool {name!r} is configured in workspace {workspace!r} "
+                       f"(configured: {known})")
 
     def _timeout(self, request: Mapping[str, Any]) -> float:
         timeout = request.get("timeout")
@@ -198,20 +237,23 @@ class McpToolService(Service):
             raise bad_request(f"'timeout' must be a positive number of seconds, not {timeout!r}")
         return float(timeout)
 
-    async def _lookup(self, name: Any) -> McpServer:
+    async def _lookup(self, name: Any, workspace: str) -> McpServer:
+        await self._watcher.ensure(workspace)
         try:
-            return self._server(name)
+            return self._server(name, workspace)
         except McpError:
             # A caller may have seen a config version this service has not applied yet (the
             # agent builds its tools from the same push): fetch the config once and look again.
             try:
-                await self._watcher.reload()
+                await self._watcher.reload(workspace)
             except RequestError as e:
-                log.warning("could not reload the mcp config: %s", e.message)
-            return self._server(name)
+                log.warning("could not reload the mcp config of workspace %r: %s", workspace,
+                            e.message)
+            return self._server(name, workspace)
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
-        server = await self._lookup(request.get("name"))
+        workspace = request_workspace(request, default=self.workspace)
+        server = await self._lookup(request.get("name"), workspace)
         timeout = self._timeout(request)
         operation = request.get("operation")
         if operation is None or operation == "":  # absent: TrustGraph's plain call
@@ -280,12 +322,16 @@ class McpToolClient(RpcClient):
 
     async def invoke(self, name: str, parameters: Mapping[str, Any], *,
                      timeout: float = 60.0, max_timeout: float | None = None,
-                     on_progress: ProgressSink | None = None) -> str:
-        """The tool's text, or the JSON text of its structured result.
+                     on_progress: ProgressSink | None = None,
+                     workspace: str | None = None) -> str:
+        """The tool's text, or the JSON text of its structured result; ``name`` is an mcp
+        item of ``workspace`` (default: the service's).
 
         With ``on_progress``, the server's progress reports go there as they come, and each
         pushes ``timeout`` back, up to ``max_timeout`` (default: ``timeout``)."""
-        body = {"name": name, "parameters": dict(parameters), "timeout": timeout}
+        body: dict[str, Any] = {"name": name, "parameters": dict(parameters), "timeout": timeout}
+        if workspace is not None:
+            body["workspace"] = workspace
         if on_progress is not None:
             answer = await stream_call(self._rpc, body, timeout=timeout,
                                        max_timeout=max(max_timeout or timeout, timeout),
@@ -296,10 +342,14 @@ class McpToolClient(RpcClient):
         return result_text(McpResult(text if isinstance(text, str) else None,
                                      _decode(obj), False))
 
-    async def describe(self, name: str, *, timeout: float = 30.0) -> dict[str, Any]:
-        """``{"name", "description", "inputSchema"}`` of the MCP tool ``name``."""
-        answer = await self._rpc.request({"name": name, "operation": "describe",
-                                          "timeout": timeout}, timeout=timeout + CLIENT_MARGIN)
+    async def describe(self, name: str, *, timeout: float = 30.0,
+                       workspace: str | None = None) -> dict[str, Any]:
+        """``{"name", "description", "inputSchema"}`` of the MCP tool ``name`` (an mcp item
+        of ``workspace``, default: the service's)."""
+        body: dict[str, Any] = {"name": name, "operation": "describe", "timeout": timeout}
+        if workspace is not None:
+            body["workspace"] = workspace
+        answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
         described = _decode(answer.get("object"))
         if not isinstance(described, dict):
             raise RequestError(f"the mcp-tool service described {name!r} as {described!r}",

@@ -31,6 +31,7 @@ from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.connection import Connection, RemoteTool
 from toolmesh.mcp.errors import (
@@ -40,6 +41,7 @@ from toolmesh.mcp.errors import (
     needs_task_augmentation,
     never_reached_server,
 )
+from toolmesh.mcp.notices import ToolsChanged
 from toolmesh.mcp.progress import CallProgress
 from toolmesh.mcp.results import McpResult, to_result
 from toolmesh.mcp.sampling import Sampler
@@ -75,14 +77,15 @@ class SessionPool:
 
     def __init__(self, *, connect_timeout: float = CONNECT_TIMEOUT,
                  sampler: Sampler | None = None,
-                 on_tools_changed: Callable[[list[str]], None] | None = None) -> None:
+                 on_tools_changed: ToolsChanged | None = None) -> None:
         self.connect_timeout = connect_timeout
         self.sampler = sampler  # answers servers allowed to sample (mcp/sampling.py)
-        #: told the server ids whose tool list changed (the server said so, or refused a
-        #: call's arguments: whoever copied a schema should read it again)
+        #: told ``(workspace, ids)`` of the items whose tool list changed (the server said
+        #: so, or refused a call's arguments: whoever copied a schema should read it again)
         self.on_tools_changed = on_tools_changed
         self._connections: dict[str, Connection] = {}  # connection key -> connection
-        self._keys: dict[str, str] = {}  # server id -> the connection key it last used
+        #: (workspace, server id) -> the connection key it last used
+        self._keys: dict[tuple[str, str], str] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -125,10 +128,10 @@ class SessionPool:
 
         return await self._run(server, "tools/list", timeout, tools)
 
-    async def forget(self, server_id: str) -> None:
-        """Drop ``server_id``; its session is closed unless another server id still uses it.
-        The next call for ``server_id`` connects anew."""
-        key = self._keys.pop(server_id, None)
+    async def forget(self, server_id: str, *, workspace: str = DEFAULT_WORKSPACE) -> None:
+        """Drop ``server_id`` of ``workspace``; its session is closed unless another item
+        still uses it. The next call for it connects anew."""
+        key = self._keys.pop((workspace, server_id), None)
         conn = self._release(key)
         if conn is not None:
             await conn.close()
@@ -159,8 +162,8 @@ class SessionPool:
         if self._closed:
             raise McpError("the MCP session pool is closed")
         key = server.connection_key
-        previous = self._keys.get(server.id)
-        self._keys[server.id] = key
+        previous = self._keys.get(server.slot)
+        self._keys[server.slot] = key
         if previous is not None and previous != key:
             self._close_later(self._release(previous))  # its settings changed
         conn = self._connections.get(key)
@@ -175,11 +178,13 @@ class SessionPool:
     def _tools_changed(self, conn: Connection) -> None:
         """Forget ``conn``'s tool list and tell who listens which server ids it serves."""
         conn.tools = None
-        ids = sorted(id for id, key in self._keys.items() if key == conn.key)
+        # a connection belongs to one workspace (its key includes it)
+        workspace = conn.server.workspace
+        ids = sorted(id for (ws, id), key in self._keys.items() if key == conn.key)
         log.info("the tools of MCP server %s changed (for %s)", conn.server.where,
                  ", ".join(map(repr, ids)) or "no item")
         if ids and self.on_tools_changed is not None:
-            self.on_tools_changed(ids)
+            self.on_tools_changed(workspace, ids)
 
     def _release(self, key: str | None) -> Connection | None:
         """Detach and return the connection of ``key`` if no server id uses it any more."""

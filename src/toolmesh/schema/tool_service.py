@@ -17,9 +17,15 @@ from toolmesh.schema.json_object import json_object
 DEFAULT_USER = "trustgraph"
 
 
-def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, str]:
-    """Build a request; ``config`` and ``arguments`` travel JSON-encoded."""
-    return {"user": user, "config": json.dumps(dict(config)), "arguments": json.dumps(dict(arguments))}
+def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any],
+            workspace: str | None = None) -> dict[str, str]:
+    """Build a request; ``config`` and ``arguments`` travel JSON-encoded. ``workspace``: the
+    caller's, beside ``user`` (a field services that do not know it ignore)."""
+    body = {"user": user, "config": json.dumps(dict(config)),
+            "arguments": json.dumps(dict(arguments))}
+    if workspace is not None:
+        body["workspace"] = workspace
+    return body
 
 
 def parse_request(body: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:

@@ -33,29 +33,33 @@ class ToolServiceClient(RpcClient):
 
     async def call(self, *, user: str, config: Mapping[str, Any] | None = None,
                    arguments: Mapping[str, Any] | None = None,
-                   timeout: float | None = DEFAULT_TIMEOUT) -> str:
+                   timeout: float | None = DEFAULT_TIMEOUT, workspace: str | None = None) -> str:
         """The whole observation (the pieces of a streamed answer, joined)."""
         return "".join([piece async for piece in
-                        self.stream(user=user, config=config, arguments=arguments, timeout=timeout)])
+                        self.stream(user=user, config=config, arguments=arguments,
+                                    timeout=timeout, workspace=workspace)])
 
     async def stream(self, *, user: str, config: Mapping[str, Any] | None = None,
                      arguments: Mapping[str, Any] | None = None,
-                     timeout: float | None = DEFAULT_TIMEOUT) -> AsyncIterator[str]:
+                     timeout: float | None = DEFAULT_TIMEOUT,
+                     workspace: str | None = None) -> AsyncIterator[str]:
         """The observation piece by piece as the service sends it (empty pieces skipped)."""
         async for text, _ in self.responses(user=user, config=config, arguments=arguments,
-                                            timeout=timeout):
+                                            timeout=timeout, workspace=workspace):
             if text:
                 yield text
 
     async def responses(self, *, user: str, config: Mapping[str, Any] | None = None,
                         arguments: Mapping[str, Any] | None = None,
                         timeout: float | None = DEFAULT_TIMEOUT,
+                        workspace: str | None = None,
                         ) -> AsyncIterator[tuple[str, bool]]:
         """``(text, end_of_stream)`` for every response, the final (often empty) one included.
 
         For relays (the gateway) that forward the service's own stream boundaries.
         """
-        body = wire.request(user=user, config=config or {}, arguments=arguments or {})
+        body = wire.request(user=user, config=config or {}, arguments=arguments or {},
+                            workspace=workspace)
         async for response in self._rpc.stream(body, timeout=timeout):
             text = response.get("response") or ""
             yield (text if isinstance(text, str) else wire.observation(text),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolmesh.bus.base import Bus
+from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.tools.client import ToolServiceClient
 
 
@@ -56,3 +57,6 @@ class BuildContext:
     config: Mapping[str, Mapping[str, Any]]
     #: services the agent reaches tools through (prompt client, ...)
     services: dict[str, Any] = field(default_factory=dict)
+    #: the workspace the config comes from: the tools call into it (its mcp items, its
+    #: prompts) and tell tool services about it
+    workspace: str = DEFAULT_WORKSPACE

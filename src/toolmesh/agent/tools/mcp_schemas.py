@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.errors import RequestError
 from toolmesh.mcp.errors import needs_task_augmentation
 
@@ -48,8 +49,9 @@ class _Entry:
 
 
 class McpSchemas:
-    """``inputSchema``\\ s of MCP tools by mcp config id, shared by every tool and dialog of an
-    agent (and kept across tool rebuilds: a config change does not re-read every schema)."""
+    """``inputSchema``\\ s of MCP tools by workspace and mcp config id, shared by every tool
+    and dialog of an agent (and kept across tool rebuilds: a config change does not re-read
+    every schema)."""
 
     def __init__(self, client: Any, *, ttl: float = SCHEMA_TTL, budget: float = SCHEMA_BUDGET,
                  describe_timeout: float = DESCRIBE_TIMEOUT, retry_after: float = RETRY_AFTER,
@@ -60,7 +62,7 @@ class McpSchemas:
         self.describe_timeout = describe_timeout
         self.retry_after = retry_after
         self._clock = clock
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[tuple[str, str], _Entry] = {}  # (workspace, id) -> entry
         self._watching = False
 
     async def watch(self) -> None:
@@ -71,47 +73,51 @@ class McpSchemas:
         self._watching = True
         await self.client.watch_tools(self.invalidate)
 
-    def invalidate(self, ids: Iterable[str]) -> None:
-        """The schemas of ``ids`` may have changed: read them again at their next use."""
+    def invalidate(self, workspace: str, ids: Iterable[str]) -> None:
+        """The schemas of ``ids`` (mcp items of ``workspace``) may have changed: read them
+        again at their next use."""
         for id in ids:
-            entry = self._entries.get(id)
+            entry = self._entries.get((workspace, id))
             if entry is not None:
                 entry.expires = 0.0
                 entry.retry_at = 0.0
                 # the notice came from the server, so it answers: the next step may wait for it
                 entry.unavailable = None
                 entry.generation += 1
-                log.info("MCP tool %r: its server's tools changed; reading its schema again", id)
+                log.info("MCP tool %r of workspace %r: its server's tools changed; reading its "
+                         "schema again", id, workspace)
 
-    def unavailable(self, id: str) -> str | None:
-        entry = self._entries.get(id)
+    def unavailable(self, id: str, *, workspace: str = DEFAULT_WORKSPACE) -> str | None:
+        entry = self._entries.get((workspace, id))
         return entry.unavailable if entry is not None else None
 
-    def prefetch(self, id: str, *, item: Any) -> None:
+    def prefetch(self, id: str, *, item: Any, workspace: str = DEFAULT_WORKSPACE) -> None:
         """Start reading the schema of ``id`` if it is due, without waiting for it (when a
         tool is built: the first step that offers it then finds it read, or waits the budget)."""
-        self._due(id, item)
+        self._due(workspace, id, item)
 
-    async def get(self, id: str, *, item: Any) -> dict[str, Any] | None:
+    async def get(self, id: str, *, item: Any,
+                  workspace: str = DEFAULT_WORKSPACE) -> dict[str, Any] | None:
         """The schema of ``id`` (``None`` while unknown), read again if it is due, waiting at
         most the budget; :meth:`unavailable` then says whether its server answers."""
-        entry = self._due(id, item)
+        entry = self._due(workspace, id, item)
         if entry.fetch is not None and entry.unavailable is None:
             # asyncio.wait does not cancel the read: past the budget it goes on for later steps
             done, _ = await asyncio.wait({entry.fetch}, timeout=self.budget)
             if not done:
                 entry.unavailable = (f"its MCP server did not describe it within "
                                      f"{self.budget:g} s; asking again in the background")
-                log.warning("MCP tool %r is not offered: %s", id, entry.unavailable)
+                log.warning("MCP tool %r of workspace %r is not offered: %s", id, workspace,
+                            entry.unavailable)
         # else: a server already found unresponsive is asked in the background, never waited on
         return entry.schema
 
-    def _due(self, id: str, item: Any) -> _Entry:
+    def _due(self, workspace: str, id: str, item: Any) -> _Entry:
         """The entry of ``id``, with a read started if its schema is due (expired, invalidated,
         never read, or its failed read's retry time has come)."""
-        entry = self._entries.get(id)
+        entry = self._entries.get((workspace, id))
         if entry is None or entry.item != item:
-            entry = self._entries[id] = _Entry(item=_frozen(item))
+            entry = self._entries[workspace, id] = _Entry(item=_frozen(item))
         if entry.fetch is None:
             now = self._clock()
             fresh = entry.unavailable is None and entry.schema is not None and now < entry.expires
@@ -119,7 +125,8 @@ class McpSchemas:
             if not (fresh or waiting):
                 # A fresh context: the read outlives the step that started it, and must not
                 # inherit that dialog's deadline (toolmesh.rpc.deadline reads it from context).
-                entry.fetch = asyncio.create_task(self._read(id, entry), name=f"mcp-schema:{id}",
+                entry.fetch = asyncio.create_task(self._read(workspace, id, entry),
+                                                  name=f"mcp-schema:{workspace}:{id}",
                                                   context=contextvars.Context())
         return entry
 
@@ -129,14 +136,23 @@ class McpSchemas:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _read(self, id: str, entry: _Entry) -> None:
+    def forget(self, workspace: str) -> None:
+        """Drop the schemas of ``workspace`` (the agent no longer keeps its tools)."""
+        for key in [k for k in self._entries if k[0] == workspace]:
+            entry = self._entries.pop(key)
+            if entry.fetch is not None:
+                entry.fetch.cancel()
+
+    async def _read(self, workspace: str, id: str, entry: _Entry) -> None:
         generation = entry.generation
         try:
-            described = await self.client.describe(id, timeout=self.describe_timeout)
+            described = await self.client.describe(id, timeout=self.describe_timeout,
+                                                   workspace=workspace)
         except RequestError as e:
             entry.unavailable = e.message  # no such remote tool, or no server: not offered
             entry.retry_at = self._clock() + self.retry_after
-            log.warning("MCP tool %r is not offered: %s (asking again in %g s)", id, e.message,
+            log.warning("MCP tool %r of workspace %r is not offered: %s (asking again in "
+                        "%g s)", id, workspace, e.message,
                         self.retry_after)
             return
         finally:
@@ -150,11 +166,13 @@ class McpSchemas:
             # like any schema (after the TTL or a notice), in case the tool changes
             reason = needs_task_augmentation(str(described.get("name") or id))
             if entry.unavailable != reason:
-                log.warning("MCP tool %r is not offered: %s", id, reason)
+                log.warning("MCP tool %r of workspace %r is not offered: %s", id, workspace,
+                            reason)
             entry.unavailable, entry.retry_at = reason, entry.expires
             return
         if entry.unavailable is not None:
-            log.info("MCP tool %r answers again; it is offered", id)
+            log.info("MCP tool %r of workspace %r answers again; it is offered", id,
+                     workspace)
         entry.unavailable = None
 
 

@@ -24,6 +24,7 @@ from toolmesh.agent.arguments import (
 from toolmesh.agent.tools.base import Call, Tool, ToolBuildError, ToolInfo
 from toolmesh.agent.tools.context import BuildContext
 from toolmesh.agent.tools.mcp_schemas import McpSchemas
+from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.errors import RequestError
 
 log = logging.getLogger("toolmesh.agent.mcp")
@@ -37,10 +38,12 @@ class McpTool(Tool):
     """Calls one MCP tool; learns its ``inputSchema`` from the server when it can."""
 
     def __init__(self, info: ToolInfo, client: Any, mcp_id: str, *, declared: bool,
-                 schemas: McpSchemas, item: Mapping[str, Any]) -> None:
+                 schemas: McpSchemas, item: Mapping[str, Any],
+                 workspace: str = DEFAULT_WORKSPACE) -> None:
         super().__init__(info)
         self.client = client
         self.mcp_id = mcp_id
+        self.workspace = workspace  # of the tool item, so of the mcp item it names
         self.declared = declared
         self.schemas = schemas
         self.item = item  # the mcp config item: when it changes, the schema is read anew
@@ -57,8 +60,8 @@ class McpTool(Tool):
     async def prepare(self) -> None:
         """Bring the schema up to date (mcp_schemas.py: TTL, change notices, a short budget);
         a server that does not answer makes the tool unavailable, so it is not offered."""
-        schema = await self.schemas.get(self.mcp_id, item=self.item)
-        self.unavailable = self.schemas.unavailable(self.mcp_id)
+        schema = await self.schemas.get(self.mcp_id, item=self.item, workspace=self.workspace)
+        self.unavailable = self.schemas.unavailable(self.mcp_id, workspace=self.workspace)
         if schema is self.schema:
             return
         self._validator = None
@@ -81,12 +84,13 @@ class McpTool(Tool):
         try:
             return str(await self.client.invoke(self.mcp_id, arguments, timeout=call.timeout,
                                                 max_timeout=call.max_timeout,
-                                                on_progress=call.progress))
+                                                on_progress=call.progress,
+                                                workspace=self.workspace))
         except RequestError as e:
             if e.type == INVALID_ARGUMENTS:
                 # the server's schema and ours disagree: ours is stale, read it before the
                 # next step (the service's notice may come after that step has begun)
-                self.schemas.invalidate([self.mcp_id])
+                self.schemas.invalidate(self.workspace, [self.mcp_id])
             raise
 
 
@@ -105,7 +109,7 @@ async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> T
     if schemas is None:
         schemas = context.services["mcp-schemas"] = McpSchemas(client)
     await schemas.watch()
-    schemas.prefetch(mcp_id, item=context.config["mcp"][mcp_id])
+    schemas.prefetch(mcp_id, item=context.config["mcp"][mcp_id], workspace=context.workspace)
     return McpTool(ToolInfo.from_config(key, config), client, mcp_id,
                    declared=bool(config.get("arguments")), schemas=schemas,
-                   item=context.config["mcp"][mcp_id])
+                   item=context.config["mcp"][mcp_id], workspace=context.workspace)

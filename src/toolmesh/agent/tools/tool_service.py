@@ -11,16 +11,19 @@ from toolmesh.tools.client import ToolServiceClient
 
 
 class ToolServiceTool(Tool):
-    """Calls a tool service with the tool's config-param values and the caller's user."""
+    """Calls a tool service with the tool's config-param values, the caller's user and the
+    workspace of the tool item."""
 
-    def __init__(self, info: ToolInfo, client: ToolServiceClient, config: dict[str, Any]) -> None:
+    def __init__(self, info: ToolInfo, client: ToolServiceClient, config: dict[str, Any], *,
+                 workspace: str | None = None) -> None:
         super().__init__(info)
         self.client = client
         self.config = config
+        self.workspace = workspace
 
     async def invoke(self, arguments: dict[str, Any], call: Call) -> str:
         return await self.client.call(user=call.user, config=self.config, arguments=arguments,
-                                      timeout=call.timeout)
+                                      timeout=call.timeout, workspace=self.workspace)
 
 
 async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> Tool:
@@ -39,4 +42,5 @@ async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> T
                                  f"{service_id!r} requires (config-params)")
     client = await context.clients.tool_service(descriptor["request-queue"],
                                                 descriptor["response-queue"])
-    return ToolServiceTool(ToolInfo.from_config(key, config), client, values)
+    return ToolServiceTool(ToolInfo.from_config(key, config), client, values,
+                           workspace=context.workspace)
