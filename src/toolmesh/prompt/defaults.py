@@ -1,4 +1,6 @@
-"""The templates toolmesh ships; a config item ``prompt/<id>`` with the same id overrides one.
+"""The templates toolmesh ships; a config item ``prompt/template.<id>`` (or its alias
+``prompt/<id>``) with the same id overrides one. toolmesh ships no system prompt
+(:data:`DEFAULT_SYSTEM`): the config item ``prompt/system`` sets one.
 
 ``question``
     ``{{question}}`` — the agent's ``text-completion`` tool type asks the LLM through it.
@@ -32,6 +34,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from toolmesh.prompt.templates import PromptTemplate
+
+#: the system prompt when a workspace has no ``prompt/system`` item: none
+DEFAULT_SYSTEM = ""
 
 QUESTION = PromptTemplate(id="question", prompt="{{question}}")
 

@@ -1,8 +1,11 @@
 """The prompt service: render a named template, ask text-completion, answer (TrustGraph's wire).
 
-Request ``{"id": "<template id>", "terms": {"<name>": "<JSON text>"}, "streaming": bool}``;
-response ``{"error", "text", "object", "end_of_stream", "in_token", "out_token", "model"}``
-(``object`` is JSON text, for templates of response-type ``json``).
+Request ``{"id": "<template id>", "terms": {"<name>": "<JSON text>"}, "streaming": bool,
+"workspace": "<name>"}``; response ``{"error", "text", "object", "end_of_stream", "in_token",
+"out_token", "model"}`` (``object`` is JSON text, for templates of response-type ``json``).
+``variables`` (the values themselves, as TrustGraph's clients send them to its gateway) may
+stand for ``terms``. A request is served from its ``workspace``'s templates (default: the
+service's); nothing of another workspace is used or named.
 
 It talks to text-completion only through that service's wire format on the bus —
 request ``{"system", "prompt", "streaming"}``, response ``{"error", "response", "in_token",
@@ -16,12 +19,15 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from types import MappingProxyType
 from typing import Any
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
-from toolmesh.config.client import ConfigSnapshot, ConfigWatcher
-from toolmesh.prompt.defaults import DEFAULT_TEMPLATES
+from toolmesh.config.client import ConfigSnapshot
+from toolmesh.config.service import DEFAULT_WORKSPACE
+from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
+from toolmesh.errors import RequestError, RequestTimeout
+from toolmesh.llm.usage import record
+from toolmesh.prompt.layout import SHIPPED, Prompts, load
 from toolmesh.prompt.templates import (
     CONFIG_TYPE,
     PromptError,
@@ -30,7 +36,7 @@ from toolmesh.prompt.templates import (
 )
 from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
-from toolmesh.schema.json_text import JsonTextError, NotJson, loads
+from toolmesh.schema.json_text import JsonTextError, NotJson, check, loads
 
 log = logging.getLogger("toolmesh.prompt")
 
@@ -79,13 +85,32 @@ def decode_terms(terms: Any) -> dict[str, Any]:
     return variables
 
 
-class PromptService(Service):
-    """Serves prompt requests from the default templates overlaid by config ``prompt`` items.
+def request_variables(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The template variables of a request: its ``variables`` as they are, if it has them
+    (TrustGraph's gateway takes these and sends them on as ``terms``), else its ``terms``."""
+    variables = request.get("variables")
+    if variables is None:
+        return decode_terms(request.get("terms"))
+    if not isinstance(variables, dict):
+        raise PromptError(f"'variables' must be an object of template variables, "
+                          f"not {type(variables).__name__}")
+    try:
+        check(variables, what="'variables'")
+    except JsonTextError as e:
+        raise PromptError(str(e)) from None
+    return dict(variables)
 
-    Config changes apply to the next request without a restart. A config value that does not
-    parse is logged and its key keeps the template it had (or the default); the other keys
-    still apply. A template of response-type ``json`` is answered in one response even when
+
+class PromptService(Service):
+    """Serves prompt requests from the shipped templates overlaid by the ``prompt`` items of
+    the request's workspace (:mod:`toolmesh.prompt.layout`).
+
+    A workspace's items are read at the first request naming it and followed from then on:
+    changes apply to the next request without a restart. A config value that does not parse
+    is logged and its key keeps the template it had (or the shipped one); the other keys still
+    apply. A template of response-type ``json`` is answered in one response even when
     streaming is asked for, because only the whole answer can be checked to be JSON.
+    ``workspace``: the one of requests that name none.
     """
 
     error_type = "prompt-error"
@@ -100,6 +125,7 @@ class PromptService(Service):
         text_completion_response_queue: str = TEXT_COMPLETION_RESPONSE_QUEUE,
         config_queues: dict[str, str] | None = None,
         config_timeout: float = 30.0,
+        workspace: str = DEFAULT_WORKSPACE,
         id: str = "prompt",
         concurrency: int = DEFAULT_CONCURRENCY,
         timeout: float = 600.0,
@@ -108,34 +134,47 @@ class PromptService(Service):
                          subscription=id, concurrency=concurrency)
         self.id = id
         self.timeout = timeout
+        self.workspace = workspace
         self._llm = RequestClient(bus, request_queue=text_completion_request_queue,
                                   response_queue=text_completion_response_queue)
-        self._watcher = ConfigWatcher(bus, types=[CONFIG_TYPE], on_change=self._apply_config,
-                                      timeout=config_timeout, **(config_queues or {}))
-        self._templates: Mapping[str, PromptTemplate] = DEFAULT_TEMPLATES
-        self._config_version = -1
+        self._watcher = WorkspaceWatcher(bus, types=[CONFIG_TYPE], on_change=self._apply_config,
+                                         on_forget=self._forget_workspace,
+                                         preload=(workspace,), timeout=config_timeout,
+                                         **(config_queues or {}))
+        #: workspace -> its prompts (each request is served from its own workspace's)
+        self._workspaces: dict[str, Prompts] = {}
         self._config_applied = asyncio.Condition()
 
     @property
     def templates(self) -> Mapping[str, PromptTemplate]:
-        """The templates in effect now: id -> template (read-only)."""
-        return self._templates
+        """The templates in effect now in the default workspace: id -> template (read-only)."""
+        return self.templates_of(self.workspace)
+
+    def templates_of(self, workspace: str) -> Mapping[str, PromptTemplate]:
+        """The templates in effect now in ``workspace`` (the shipped ones until it is loaded),
+        each with the system prompt it is sent with."""
+        return self._workspaces.get(workspace, SHIPPED).templates
 
     @property
     def config_version(self) -> int:
-        """The config version last applied; -1 before the config service answered."""
-        return self._config_version
+        """The config version last applied to the default workspace; -1 before the config
+        service answered."""
+        return self._workspaces.get(self.workspace, SHIPPED).version
 
-    async def wait_for_config(self, version: int) -> None:
-        """Wait until config ``version`` (e.g. the one a put returned) or a later one applies."""
+    async def wait_for_config(self, version: int, *, workspace: str | None = None) -> None:
+        """Wait until config ``version`` (e.g. the one a put returned) or a later one applies
+        to ``workspace`` (default: the service's), loading it if no request has named it yet."""
+        workspace = workspace or self.workspace
+        await self._watcher.ensure(workspace)
         async with self._config_applied:
-            await self._config_applied.wait_for(lambda: self._config_version >= version)
+            await self._config_applied.wait_for(
+                lambda: self._workspaces.get(workspace, SHIPPED).version >= version)
 
     async def start(self) -> None:
         """Start the text-completion client and the config watcher, then serve.
 
         If the config service is not up, this returns after ``config_timeout`` and serves the
-        defaults until the config service announces itself.
+        shipped templates until the config service answers.
         """
         await self._llm.start()
         await self._watcher.start()
@@ -151,33 +190,57 @@ class PromptService(Service):
         return {**response(), "error": error}
 
     async def _apply_config(self, snapshot: ConfigSnapshot) -> None:
-        templates = dict(DEFAULT_TEMPLATES)
-        for key, value in snapshot.of(CONFIG_TYPE).items():
-            try:
-                templates[key] = PromptTemplate.from_config(key, value)
-            except PromptError as e:
-                kept = self._templates.get(key)
-                if kept is not None:
-                    templates[key] = kept
-                log.warning("config %s/%s (version %d) not applied, %s: %s", CONFIG_TYPE, key,
-                            snapshot.version,
-                            "keeping the template it had" if kept else "no such template", e.message)
+        workspace = snapshot.workspace
+        prompts = load(snapshot.of(CONFIG_TYPE), version=snapshot.version, workspace=workspace,
+                       previous=self._workspaces.get(workspace, SHIPPED))
         async with self._config_applied:
-            self._templates = MappingProxyType(templates)
-            self._config_version = snapshot.version
+            self._workspaces[workspace] = prompts
             self._config_applied.notify_all()
+        log.info("config version %d: prompt templates of workspace %r: %s; system prompt %s",
+                 snapshot.version, workspace, ", ".join(sorted(prompts.templates)),
+                 "set" if prompts.system else "none")
 
-    def _template(self, template_id: Any) -> PromptTemplate:
-        templates = self._templates  # one snapshot for this request
-        template = templates.get(template_id) if isinstance(template_id, str) else None
+    async def _forget_workspace(self, workspace: str) -> None:
+        self._workspaces.pop(workspace, None)
+
+    async def _prompts(self, workspace: str) -> Prompts:
+        """``workspace``'s prompts, read at its first use; the shipped ones if the config
+        service does not answer (as before it ever answered). Its refusal (a workspace name
+        no store can hold) is the request's error."""
+        try:
+            await self._watcher.ensure(workspace)
+        except RequestError as e:
+            if not isinstance(e, RequestTimeout) and e.type != "service-unavailable":
+                raise
+            log.warning("config of workspace %r not loaded (%s): serving the shipped templates",
+                        workspace, e.message)
+        return self._workspaces.get(workspace, SHIPPED)
+
+    async def _template(self, workspace: str, template_id: Any) -> PromptTemplate:
+        prompts = await self._prompts(workspace)  # one snapshot for this request
+        if not isinstance(template_id, str):
+            template = None
+        elif (template := prompts.templates.get(template_id)) is None and prompts.version >= 0:
+            # The caller may have put the template a moment ago, and this service not have
+            # applied the change yet (its push is on the way): read the config once more.
+            try:
+                await self._watcher.reload(workspace)
+            except RequestError as e:
+                log.warning("could not reload the prompt config of workspace %r: %s",
+                            workspace, e.message)
+            prompts = self._workspaces.get(workspace, prompts)
+            template = prompts.templates.get(template_id)
         if template is None:
-            raise PromptError(f"unknown prompt template {template_id!r}; known templates: "
-                              + ", ".join(sorted(templates)))
+            # only this workspace's ids: another workspace's are not the caller's to see
+            raise PromptError(f"unknown prompt template {template_id!r} in workspace "
+                              f"{workspace!r}; known templates: "
+                              + ", ".join(sorted(prompts.templates)))
         return template
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
-        template = self._template(request.get("id"))
-        system, prompt = template.render(decode_terms(request.get("terms")))
+        workspace = request_workspace(request, default=self.workspace)
+        template = await self._template(workspace, request.get("id"))
+        system, prompt = template.render(request_variables(request))
         streaming = request.get("streaming") is True and template.response_type == "text"
         body = {"system": system, "prompt": prompt, "streaming": streaming}
         pieces: list[str] = []
@@ -207,6 +270,9 @@ class PromptService(Service):
 class PromptClient(RpcClient):
     """Asks the prompt service to render a template and complete it.
 
+    The token usage of each answer is recorded to the caller's meter, if it has one
+    (:mod:`toolmesh.llm.usage`: an agent dialog adds up the usage of all its LLM calls).
+
     Errors raise :class:`toolmesh.RequestError` with the service's ``type`` (``prompt-error``,
     or the text-completion service's own) and message.
     """
@@ -219,12 +285,15 @@ class PromptClient(RpcClient):
 
 
     async def render_and_complete(self, id: str, variables: Mapping[str, Any], *,
-                                  timeout: float | None = DEFAULT_TIMEOUT) -> str:
-        """The LLM's answer to template ``id``: its text, or the JSON text for a json template."""
+                                  timeout: float | None = DEFAULT_TIMEOUT,
+                                  workspace: str | None = None) -> str:
+        """The LLM's answer to template ``id`` of ``workspace`` (default: the service's): its
+        text, or the JSON text for a json template."""
         pieces: list[str] = []
-        async with aclosing(self._responses(id, variables, streaming=False,
-                                            timeout=timeout)) as responses:
+        async with aclosing(self._responses(id, variables, streaming=False, timeout=timeout,
+                                            workspace=workspace)) as responses:
             async for r in responses:
+                record(r)
                 if r.get("object") is not None:
                     return str(r["object"])
                 if isinstance(r.get("text"), str):
@@ -232,16 +301,22 @@ class PromptClient(RpcClient):
         return "".join(pieces)
 
     async def stream(self, id: str, variables: Mapping[str, Any], *,
-                     timeout: float | None = DEFAULT_TIMEOUT) -> AsyncIterator[str]:
+                     timeout: float | None = DEFAULT_TIMEOUT,
+                     workspace: str | None = None) -> AsyncIterator[str]:
         """The answer piece by piece as the LLM writes it (empty pieces skipped)."""
-        async with aclosing(self._responses(id, variables, streaming=True,
-                                            timeout=timeout)) as responses:
+        async with aclosing(self._responses(id, variables, streaming=True, timeout=timeout,
+                                            workspace=workspace)) as responses:
             async for r in responses:
+                record(r)
                 piece = r.get("object") if r.get("object") is not None else r.get("text")
                 if isinstance(piece, str) and piece:
                     yield piece
 
     def _responses(self, id: str, variables: Mapping[str, Any], *, streaming: bool,
-                   timeout: float | None) -> AsyncIterator[dict[str, Any]]:
-        return self._rpc.stream({"id": id, "terms": encode_terms(variables),
-                                 "streaming": streaming}, timeout=timeout)
+                   timeout: float | None,
+                   workspace: str | None) -> AsyncIterator[dict[str, Any]]:
+        body: dict[str, Any] = {"id": id, "terms": encode_terms(variables),
+                                "streaming": streaming}
+        if workspace is not None:
+            body["workspace"] = workspace
+        return self._rpc.stream(body, timeout=timeout)

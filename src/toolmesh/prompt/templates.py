@@ -1,8 +1,10 @@
 """Prompt templates: Jinja2 text rendered into a ``(system, prompt)`` pair for the LLM.
 
 Templates come from two places, with one format: the defaults toolmesh ships
-(:mod:`toolmesh.prompt.defaults`) and config items of type ``prompt`` (key = template id,
-value = JSON ``{"prompt": "...", "system": "...", "response-type": "text" | "json"}``).
+(:mod:`toolmesh.prompt.defaults`) and config items of type ``prompt`` — TrustGraph's
+``template.<id>`` (or toolmesh's alias ``<id>``), value JSON ``{"prompt": "...",
+"response-type": "text" | "json", "system": "..."}``; :mod:`toolmesh.prompt.layout` says which
+item gives which template, and applies the workspace's ``system`` item.
 
 Rendering runs in a sandboxed Jinja2 environment because config templates are written by
 whoever can put config, not by us. A missing variable is an error that names it (rather than
@@ -28,6 +30,11 @@ RESPONSE_TYPES: tuple[str, ...] = get_args(ResponseType)
 
 #: the config type whose items are prompt templates
 CONFIG_TYPE = "prompt"
+#: TrustGraph's keys in it: the system prompt, the list of template ids its older clients keep,
+#: and the prefix of a template's key (``template.<id>``)
+SYSTEM_KEY = "system"
+INDEX_KEY = "template-index"
+TEMPLATE_PREFIX = "template."
 
 
 class PromptError(ToolmeshError):
@@ -53,17 +60,18 @@ def _environment() -> SandboxedEnvironment:
 _ENV = _environment()
 
 
-def _compile(template_id: str, part: str, source: str) -> jinja2.Template:
+def _compile(owner: str, part: str, source: str) -> jinja2.Template:
+    """``source`` compiled; ``owner`` (``template 'x'``) and ``part`` name it in errors."""
     try:
         return _ENV.from_string(source)
     except jinja2.TemplateSyntaxError as e:
-        raise PromptError(f"template {template_id!r}: syntax error in {part} "
+        raise PromptError(f"{owner}: syntax error in {part} "
                           f"at line {e.lineno}: {e.message}") from None
     except (RecursionError, SyntaxError) as e:
         # Jinja parses recursively and compiles to Python: nesting too deep for either (a
         # hundred brackets, or blocks beyond Python's limit) is a bad template, not a crash
         # that would stop every other template from applying
-        raise PromptError(f"template {template_id!r}: {part} cannot be compiled, most likely "
+        raise PromptError(f"{owner}: {part} cannot be compiled, most likely "
                           f"because it is nested too deeply ({type(e).__name__}: "
                           f"{getattr(e, 'msg', None) or e})") from None
 
@@ -84,8 +92,9 @@ class PromptTemplate:
         if self.response_type not in RESPONSE_TYPES:
             raise PromptError(f"template {self.id!r}: response-type must be one of "
                               f"{', '.join(RESPONSE_TYPES)}, not {self.response_type!r}")
-        compiled = (_compile(self.id, "system", self.system),
-                    _compile(self.id, "prompt", self.prompt))
+        owner = f"template {self.id!r}"
+        compiled = (_compile(owner, "system", self.system),
+                    _compile(owner, "prompt", self.prompt))
         object.__setattr__(self, "_compiled", compiled)
 
     def render(self, variables: Mapping[str, Any]) -> tuple[str, str]:
@@ -107,8 +116,9 @@ class PromptTemplate:
 
     @classmethod
     def from_config(cls, id: str, value: str) -> PromptTemplate:
-        """Parse the value of config item ``prompt/<id>``; unknown fields are ignored (so
-        that TrustGraph's ``schema`` field, which toolmesh does not use, does no harm)."""
+        """Parse the value of config item ``prompt/template.<id>`` (or ``prompt/<id>``);
+        unknown fields are ignored (so that TrustGraph's ``schema`` and ``id`` fields, which
+        toolmesh does not use, do no harm)."""
         if not isinstance(value, str):
             raise PromptError(f"template {id!r}: the config value must be JSON text, "
                               f"not {type(value).__name__}")
@@ -131,6 +141,25 @@ class PromptTemplate:
             raise PromptError(f"template {id!r}: 'system' must be a string, not {json.dumps(system)}")
         response_type = raw.get("response-type") or "text"
         return cls(id=id, prompt=prompt, system=system, response_type=response_type)
+
+
+def system_from_config(value: Any) -> str:
+    """Parse the value of config item ``prompt/system``: JSON text of a string, as
+    ``tg-set-prompt --system`` writes it (``null`` is no system prompt). It is a template too
+    (TrustGraph renders it with the request's variables), so a syntax error surfaces here."""
+    if not isinstance(value, str):
+        raise PromptError(f"the system prompt must be JSON text, not {type(value).__name__}")
+    try:
+        raw = loads(value, what="the system prompt")
+    except JsonTextError as e:
+        raise PromptError(f"{e}; it must be JSON text of a string, e.g. "
+                          f"{json.dumps(json.dumps('You are terse.'))}") from None
+    if raw is None:
+        return ""
+    if not isinstance(raw, str):
+        raise PromptError(f"the system prompt must be a JSON string, not {type(raw).__name__}")
+    _compile(f"{CONFIG_TYPE}/{SYSTEM_KEY}", "the system prompt", raw)
+    return raw
 
 
 def extract_json(text: str, *, template_id: str) -> str:
