@@ -78,7 +78,8 @@ async def test_toolmesh_mcp_set_show_delete(served: Served) -> None:
         "mcp", "set", "files", "--transport", "stdio", "--command", "npx", "--arg=-y",
         "--arg", "server-files", "--env", f"GITHUB_TOKEN={ENV_SECRET}", *u)
     assert code == 0, err
-    files = {"remote-name": "files", "transport": "stdio", "command": "npx",
+    # "url": "" — no URL, in the form TrustGraph's tg-show-mcp-tools can list
+    files = {"url": "", "remote-name": "files", "transport": "stdio", "command": "npx",
              "args": ["-y", "server-files"], "env": {"GITHUB_TOKEN": ENV_SECRET}}
     assert stored_raw(served, "mcp/files") == files
     assert await stored(served, "mcp/files") == {**files, "env": {"GITHUB_TOKEN": "***"}}
@@ -122,7 +123,7 @@ async def test_tg_mcp_scripts(served: Served) -> None:
                                   "--env", f"KEY={ENV_SECRET}", *u)
     assert code == 0, err
     assert stored_raw(served, "mcp/files") == {
-        "remote-name": "files", "transport": "stdio", "command": "uvx",
+        "url": "", "remote-name": "files", "transport": "stdio", "command": "uvx",
         "args": ["mcp-server-files"], "env": {"KEY": ENV_SECRET}}
 
     code, out, err = await script("tg-show-mcp-tools", *u)

@@ -22,6 +22,7 @@ from toolmesh.agent.streaming import StreamingParser
 from toolmesh.agent.tools import Call, Tool, ToolError
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.errors import RequestError, RequestTimeout
+from toolmesh.llm.usage import metering
 from toolmesh.schema.agent import AgentRequest, Step, message, new_message_id
 
 log = logging.getLogger("toolmesh.agent")
@@ -39,9 +40,10 @@ class Prompts(Protocol):
     """Renders a named template and completes it with the LLM (the prompt service's client)."""
 
     async def render_and_complete(self, id: str, variables: Mapping[str, Any], *,
-                                  timeout: float) -> str: ...
+                                  timeout: float, workspace: str | None = None) -> str: ...
 
-    def stream(self, id: str, variables: Mapping[str, Any], *, timeout: float) -> AsyncIterator[str]: ...
+    def stream(self, id: str, variables: Mapping[str, Any], *, timeout: float,
+               workspace: str | None = None) -> AsyncIterator[str]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,12 +68,30 @@ class ReactLoop:
         self.tools = tools
         self.options = options
 
-    async def run(self, request: AgentRequest, emit: Emit) -> None:
+    async def run(self, request: AgentRequest, emit: Emit, *,
+                  tools: Callable[[], ToolSet] | None = None,
+                  workspace: str | None = None) -> None:
+        """Run one dialog; ``tools``: where its tool set comes from (default: the loop's),
+        e.g. the request's workspace's; ``workspace``: whose prompt templates it uses
+        (default: the prompt service's).
+
+        The dialog's last message carries the tokens of every LLM answer in it, summed
+        (``in_token``, ``out_token``; ``None`` where none was reported), and the last
+        ``model``, as TrustGraph's agent does (:mod:`toolmesh.llm.usage`).
+        """
+        with metering() as usage:
+            async def emit_with_usage(out: dict[str, Any]) -> None:
+                await emit({**out, **usage.wire()} if out.get("end_of_dialog") else out)
+
+            await self._dialog(request, emit_with_usage, tools or self.tools, workspace)
+
+    async def _dialog(self, request: AgentRequest, emit: Emit,
+                      toolset: Callable[[], ToolSet], workspace: str | None) -> None:
         history = list(request.history)
         state = request.state
         for _ in range(self.options.max_iterations):
             # The tool set is read at every step: config changes apply from the next step on.
-            offered = {t.name: t for t in self.tools().offered(groups=request.groups, state=state)}
+            offered = {t.name: t for t in toolset().offered(groups=request.groups, state=state)}
             await asyncio.gather(*(t.prepare() for t in offered.values()))
             # a tool that found it cannot work (its MCP server lacks it, say) is left out
             offered = {n: t for n, t in offered.items() if t.unavailable is None}
@@ -79,7 +99,7 @@ class ReactLoop:
                          "tools": [t.describe() for t in offered.values()],
                          "history": [s.to_wire() for s in history]}
             try:
-                reply = await self._think(variables, request.streaming, emit)
+                reply = await self._think(variables, request.streaming, emit, workspace)
             except RequestError as e:
                 await emit(message("error", f"the LLM could not be reached: {e.message}",
                                    message_id=new_message_id(), end_of_dialog=True,
@@ -109,12 +129,14 @@ class ReactLoop:
                                   "message": f"the agent reached its limit of {limit} steps "
                                              "without a final answer"}))
 
-    async def _think(self, variables: dict[str, Any], streaming: bool, emit: Emit) -> Reply:
+    async def _think(self, variables: dict[str, Any], streaming: bool, emit: Emit,
+                     workspace: str | None = None) -> Reply:
         """Ask the LLM for the next step; emit its thought (and answer, if it is final)."""
         thought_id, answer_id = new_message_id(), new_message_id()
         if not streaming:
             reply = parse_reply(await self.prompts.render_and_complete(
-                self.options.template, variables, timeout=self.options.llm_timeout))
+                self.options.template, variables, timeout=self.options.llm_timeout,
+                workspace=workspace))
             if reply.thought:
                 await emit(message("thought", reply.thought, message_id=thought_id))
             if isinstance(reply, FinalAnswer):
@@ -136,7 +158,8 @@ class ReactLoop:
         loop = asyncio.get_running_loop()
         give_way_at = loop.time() + STREAM_SLICE
         async for chunk in self.prompts.stream(self.options.template, variables,
-                                               timeout=self.options.llm_timeout):
+                                               timeout=self.options.llm_timeout,
+                                               workspace=workspace):
             if loop.time() >= give_way_at:
                 await asyncio.sleep(0)
                 give_way_at = loop.time() + STREAM_SLICE

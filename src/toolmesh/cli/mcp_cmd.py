@@ -153,6 +153,9 @@ def mcp_item(id: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.transport:
         item["transport"] = args.transport
     if stdio:
+        # no URL, said as TrustGraph's tg-show-mcp-tools can read it (it reads "url" from
+        # every item and stops at the first without one)
+        item["url"] = ""
         item["command"] = args.command
         if args.args:
             item["args"] = list(args.args)

@@ -67,8 +67,22 @@ def set_mcp_tool(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tool-url", dest="server_url", help="the MCP server's URL")
     mcp_cmd.add_server_flags(p)
     args = p.parse_args(argv)
-    config_cmd.put(args, mcp_cmd.MCP_TYPE, args.id, json.dumps(mcp_cmd.mcp_item(args.id, args)))
+    item = readable_by_trustgraph(mcp_cmd.mcp_item(args.id, args))
+    config_cmd.put(args, mcp_cmd.MCP_TYPE, args.id, json.dumps(item))
     return 0  # trustgraph-cli prints nothing on success
+
+
+def readable_by_trustgraph(item: dict[str, Any]) -> dict[str, Any]:
+    """An ``mcp`` item as trustgraph-cli's own ``tg-show-mcp-tools`` can show it.
+
+    That command reads ``remote-name`` and ``url`` from every item and fails on the first
+    without them (``Exception: 'url'``), so a stdio item carries ``"url": ""``: it has no URL,
+    and an empty one is nothing a client could call (toolmesh ignores it, TrustGraph's own
+    mcp-tool service, which speaks HTTP only, fails at once on it).
+    """
+    if item.get("transport") == "stdio" and "url" not in item:
+        return {"url": "", **item}
+    return item
 
 
 @guarded

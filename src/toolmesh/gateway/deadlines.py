@@ -26,6 +26,10 @@ DEFAULT_DEADLINES: Mapping[str, float] = MappingProxyType({
     "agent": 600.0,
     # the agent asks each tool whether it can work, within a budget of its own (3 s)
     "agent-tools": 30.0,
+    # one LLM answer: a whole one fails at the provider's 120 s first (its error, not ours,
+    # reaches the caller); a streamed one may take longer while its pieces keep coming
+    "prompt": 300.0,
+    "text-completion": 300.0,
 })
 
 #: how to check a service that did not answer (ends the 503/504 message)
@@ -34,6 +38,8 @@ HINTS: Mapping[str, str] = MappingProxyType({
     "agent": "is `toolmesh run agent` running for this flow?",
     "mcp-tool": "is `toolmesh run mcp-tool` running for this flow?",
     "agent-tools": "is `toolmesh run agent` running for this flow? (the agent answers it)",
+    "prompt": "is `toolmesh run prompt` running? (it needs `toolmesh run text-completion`)",
+    "text-completion": "is `toolmesh run text-completion` running?",
 })
 
 

@@ -13,14 +13,18 @@ call (:mod:`toolmesh.rpc.deadline`), not theirs.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from toolmesh.bus.base import Bus
+from toolmesh.errors import ToolmeshError
 from toolmesh.rpc.client import RequestClient, default_is_final
 
 Prepare = Callable[[dict[str, Any], str, str], dict[str, Any]]
 Present = Callable[[dict[str, Any]], dict[str, Any]]
+#: the one body a REST call returns for the responses of a (streamed) call
+Combine = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 
 class Endpoint(Protocol):
@@ -54,6 +58,35 @@ def with_workspace(request: dict[str, Any], workspace: str, flow: str) -> dict[s
     if request.get("workspace"):
         return request
     return {**request, "workspace": workspace}
+
+
+def prompt_request(request: dict[str, Any], workspace: str, flow: str) -> dict[str, Any]:
+    """A prompt request as the prompt service takes it: TrustGraph's gateway turns a client's
+    ``variables`` (plain values; what its ``Api`` and ``tg-invoke-prompt`` send) into the
+    service's ``terms`` (each value as JSON text), replacing any ``terms`` sent beside them."""
+    if "variables" in request:
+        variables = request["variables"]
+        if not isinstance(variables, dict):
+            raise ToolmeshError("'variables' must be an object of template variables, not "
+                                f"{json.dumps(variables)[:60]}", type="bad-request")
+        request = {k: v for k, v in request.items() if k != "variables"}
+        request["terms"] = {name: json.dumps(value, ensure_ascii=False)
+                            for name, value in variables.items()}
+    return with_workspace(request, workspace, flow)
+
+
+def joined(field: str) -> Combine:
+    """REST's body for a streamed text answer: the last response (the end of the stream, with
+    the token counts) holding every piece's ``field`` joined; an error as it came."""
+
+    def combine(responses: list[dict[str, Any]]) -> dict[str, Any]:
+        last = responses[-1]
+        if len(responses) == 1 or last.get("error"):
+            return last
+        return {**last, field: "".join(r[field] for r in responses
+                                       if isinstance(r.get(field), str))}
+
+    return combine
 
 
 class BusEndpoint:
@@ -98,9 +131,12 @@ class FlowEndpoint:
     def __init__(self, bus: Bus, name: str, *, request_queue: str, response_queue: str,
                  timeout: float | None = None,
                  is_final: Callable[[dict[str, Any]], bool] = default_is_final,
-                 prepare: Prepare = with_workspace, part: str | None = None) -> None:
+                 prepare: Prepare = with_workspace, part: str | None = None,
+                 rest_result: Combine | None = None) -> None:
         self.name = name
         self.per_flow = True
+        #: how REST joins a streamed answer (None: its last response is the body)
+        self.rest_result = rest_result
         self._bus = bus
         self._queues = (request_queue, response_queue)
         self._options: dict[str, Any] = {"timeout": timeout, "is_final": is_final,

@@ -5,7 +5,9 @@ Request: ``{"question", "state"?, "group"?, "history"?: [{"thought", "action", "
 
 Response messages: ``{"message_type": "thought"|"observation"|"answer"|"error", "content",
 "end_of_message", "end_of_dialog", "message_id", "error"}``; the final answer also carries
-``"answer"`` (the whole answer) for older clients. ``"progress"`` messages (a tool's progress
+``"answer"`` (the whole answer) for older clients. The dialog's last message (``end_of_dialog``)
+carries its token usage, as TrustGraph's does: ``"in_token"`` and ``"out_token"`` summed over
+every LLM answer of the dialog (``null`` when the LLM reported none) and the last ``"model"``. ``"progress"`` messages (a tool's progress
 report, with a ``progress`` object; see :mod:`toolmesh.agent.progress`) are toolmesh's own:
 TrustGraph's clients skip types they do not know.
 """
