@@ -41,6 +41,14 @@ def test_urls_bearer_tokens_and_registered_secrets_are_masked() -> None:
     assert "http://u:***@h/mcp?api_key=***" in out
 
 
+def test_a_scoped_token_keeps_its_id_and_loses_its_secret() -> None:
+    from toolmesh.config.tokens import mint
+
+    id, token = mint()
+    out = emit("tests.logs", "client sent %r", {"type": "auth", "token": token})
+    assert token.split("_", 2)[2] not in out and f"tmk_{id}_***" in out
+
+
 def test_tracebacks_are_masked_too() -> None:
     try:
         raise ValueError("failed for http://u:tb-password@h/x")

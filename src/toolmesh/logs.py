@@ -6,6 +6,7 @@ every level, tracebacks included — is cleaned before it is written:
 
 * each URL loses its password and secret query parameters (:func:`toolmesh.urls.mask_url`);
 * ``Bearer <token>`` and ``Authorization: <anything>`` lose the credential;
+* a scoped gateway token (``tmk_<id>_<secret>``) keeps its id and loses its secret;
 * every value a part registered with :func:`register_secret` (the gateway token, the LLM API
   key, MCP auth tokens and stdio env values as config delivers them) is replaced by ``***``.
 
@@ -27,6 +28,7 @@ MIN_SECRET_LENGTH = 6
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "hpack")
 
 _BEARER = re.compile(r"\b(Bearer|BEARER|bearer)\s+[A-Za-z0-9._~+/=\-]{8,}")
+_SCOPED_TOKEN = re.compile(r"\b(tmk_[0-9a-f]{12}_)[A-Za-z0-9_-]{8,}")
 _AUTH_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key)(['\"]?\s*[:=]\s*['\"]?)"
                           r"[^\s'\",}]+(?:\s+[^\s'\",}]+)?")
 
@@ -53,6 +55,8 @@ def redact(text: str) -> str:
     if pattern is not None:
         text = pattern.sub(MASK, text)
     text = mask_urls_in(text)
+    if "tmk_" in text:
+        text = _SCOPED_TOKEN.sub(lambda m: f"{m.group(1)}{MASK}", text)
     if "earer" in text or "EARER" in text:
         text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     if "uthorization" in text or "pi-key" in text or "PI-KEY" in text:

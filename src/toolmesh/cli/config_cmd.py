@@ -1,4 +1,4 @@
-"""``toolmesh config put|get|list|delete|show`` through the gateway."""
+"""``toolmesh config put|get|list|delete|show|history`` through the gateway."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def add_parser(commands: Any) -> None:
     rm.add_argument("items", metavar="TYPE/KEY", nargs="+")
     show = sub.add_parser("show", help="print the whole workspace as JSON")
     show.add_argument("--type", help="only this type")
-    for sp in (put, get, ls, rm, show):
+    history = add_history_parser(sub)
+    for sp in (put, get, ls, rm, show, history):
         add_gateway_flags(sp)
         sp.set_defaults(run=run, sync=True)
 
@@ -116,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     elif command == "delete":
         version = delete(args, [split_item(i) for i in args.items])
         print(f"deleted {len(args.items)} item(s) (version {version})", file=sys.stderr)
+    elif command == "history":
+        print_history(args)
     elif command == "show":
         result = show(args)
         config = result["config"]
@@ -125,3 +128,44 @@ def run(args: argparse.Namespace) -> int:
                           "config": {t: {k: decoded(v) for k, v in sorted(items.items())}
                                      for t, items in sorted(config.items())}}, indent=2))
     return 0
+
+
+# -- history: who changed what, when (the config service's audit) ---------------------------
+
+def add_history_parser(sub: Any) -> argparse.ArgumentParser:
+    history = sub.add_parser("history", help="who changed which items, when (newest first)")
+    history.add_argument("item", nargs="?", metavar="TYPE[/KEY]",
+                         help="only this type, or this item")
+    history.add_argument("-n", "--limit", type=int, default=20,
+                         help="how many changes to show, 1 to 1000 (default: %(default)s)")
+    history.add_argument("--all-workspaces", action="store_true",
+                         help="every workspace, and token changes (the admin token only)")
+    history.add_argument("--json", action="store_true", help="print JSON")
+    return history
+
+
+def history_request(args: argparse.Namespace) -> list[dict[str, Any]]:
+    body: dict[str, Any] = {"operation": "history", "limit": args.limit}
+    if args.item:
+        type, _, key = args.item.partition("/")
+        if not type:
+            raise CliError(f"{args.item!r} is not TYPE or TYPE/KEY (for example tool/tell-joke)")
+        body["type"] = type
+        if key:
+            body["key"] = key
+    if args.all_workspaces:
+        body["all-workspaces"] = True
+    return list(config_request(args, body).get("history") or [])
+
+
+def print_history(args: argparse.Namespace) -> None:
+    entries = history_request(args)
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return
+    for e in entries:
+        version = f"v{e['version']}" if e.get("version") is not None else "-"
+        print(f"{e.get('at')}  {version:>6}  {e.get('operation', ''):<12}  "
+              f"{e.get('workspace')}  {e.get('type')}/{e.get('key')}  by {e.get('actor')}")
+    if not entries:
+        print("no changes recorded", file=sys.stderr)

@@ -15,6 +15,7 @@ from toolmesh.cli import (
     mcp_cmd,
     run_service,
     serve,
+    token_cmd,
     tool_service_cmd,
     tools_cmd,
 )
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp_cmd.add_parser(commands)
     tool_service_cmd.add_parser(commands)
     tools_cmd.add_parser(commands)
+    token_cmd.add_parser(commands)
     return parser
 
 

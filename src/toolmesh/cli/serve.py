@@ -138,7 +138,10 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         log.info("config store: %s (secrets %s)", mask_url(url),
                  "encrypted at rest" if box else "stored in clear: set TOOLMESH_SECRET_KEY "
                  "to encrypt them")
-        return ConfigService(bus, store, stdio_allow=stdio_allow(args), secret_box=box)
+        from toolmesh.prompt import shipped_items  # here: the prompt package imports config
+
+        return ConfigService(bus, store, stdio_allow=stdio_allow(args), secret_box=box,
+                             defaults={"prompt": shipped_items})
     if part == "gateway":
         from toolmesh.gateway import Gateway
 

@@ -13,11 +13,12 @@ repeat is pushed again is decided in :mod:`toolmesh.config.pushed`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
 from toolmesh.bus.base import Bus, Message, Producer
+from toolmesh.config.admin import AdminOperations, actor_of
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.pushed import PushedRequests
 from toolmesh.config.stdio import DENY_ALL, StdioAllowList
@@ -34,8 +35,10 @@ CONFIG_REQUEST_QUEUE = "request:tg:config"
 CONFIG_RESPONSE_QUEUE = "response:tg:config"
 CONFIG_PUSH_QUEUE = "notify:tg:config"
 DEFAULT_WORKSPACE = "default"
+#: the items of one type a workspace reads as if stored, given its stored ones
+Defaults = Callable[[Mapping[str, str]], dict[str, str]]
 
-OPERATIONS = ("get", "list", "getvalues", "config", "put", "delete")
+OPERATIONS = ("get", "list", "getvalues", "config", "put", "delete", "getvalues-all-ws")
 
 # The id of the request being handled. Service.handle does not receive the message, so
 # _on_request sets it around the handler: a ContextVar is per task, and a task handles one
@@ -65,9 +68,15 @@ class ConfigService(Service):
                  push_queue: str = CONFIG_PUSH_QUEUE,
                  id: str = "config-svc",
                  stdio_allow: StdioAllowList = DENY_ALL,
-                 secret_box: SecretBox | None = None) -> None:
+                 secret_box: SecretBox | None = None,
+                 defaults: Mapping[str, Defaults] | None = None) -> None:
+        """``defaults``: per type, the items a workspace reads as if stored, given what it
+        has stored (the shipped prompts: TrustGraph's ``tg-show-prompts`` needs
+        ``prompt/system`` on a fresh deployment). Reads (get, list, getvalues) show them under
+        the stored items; the ``config`` dump and the store do not hold them."""
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=id)
+        self.defaults = dict(defaults or {})
         self.store = SealedStore(store, secret_box)
         self.stdio_allow = stdio_allow
         self.push_queue = push_queue
@@ -76,7 +85,11 @@ class ConfigService(Service):
         self._handlers: dict[str, Callable[[str, dict[str, Any]], Any]] = {
             "get": self._get, "list": self._list, "getvalues": self._getvalues,
             "config": self._config, "put": self._put, "delete": self._delete,
+            "getvalues-all-ws": self._getvalues_all_workspaces,
         }
+        # the audit and the tokens (toolmesh.config.admin): never config items
+        self._handlers.update(
+            AdminOperations(self.store, self._send_push, empty_response).handlers())
 
     async def start(self) -> None:
         await self.store.survey()
@@ -108,24 +121,49 @@ class ConfigService(Service):
             raise ConfigError(f"'workspace' must be a string, not {workspace!r}")
         await reply(await handler(workspace, request))
 
+    async def _values(self, workspace: str, type: str) -> dict[str, str]:
+        """``type``'s items of ``workspace``, its defaults under the stored ones."""
+        stored = await self.store.values(workspace, type)
+        fill = self.defaults.get(type)
+        return {**fill(stored), **stored} if fill is not None else stored
+
     async def _get(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
         keys = _keys(request)
         version = await self.store.version()
-        values = await self.store.get(workspace, keys)
+        values = list(await self.store.get(workspace, keys))
+        for i, ((type, key), value) in enumerate(zip(keys, values)):
+            if value is None and type in self.defaults:
+                values[i] = (await self._values(workspace, type)).get(key)
         return {**empty_response(version),
                 "values": [{"type": t, "key": k, "value": v} for (t, k), v in zip(keys, values)]}
 
     async def _list(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
         type = _type(request)
         version = await self.store.version()
+        if type in self.defaults:
+            return {**empty_response(version),
+                    "directory": sorted(await self._values(workspace, type))}
         return {**empty_response(version), "directory": await self.store.keys(workspace, type)}
 
     async def _getvalues(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
         type = _type(request)
         version = await self.store.version()
-        values = await self.store.values(workspace, type)
+        values = await self._values(workspace, type)
         return {**empty_response(version),
                 "values": [{"type": type, "key": k, "value": v} for k, v in sorted(values.items())]}
+
+    async def _getvalues_all_workspaces(self, workspace: str,
+                                        request: dict[str, Any]) -> dict[str, Any]:
+        """Every item of ``type`` in every workspace, each naming its ``workspace``
+        (TrustGraph's ``getvalues-all-ws``, for processes that serve all workspaces; the
+        request's own workspace plays no part). It reads every tenant's items: through the
+        gateway only the admin may ask (docs/security.md)."""
+        type = _type(request)
+        version = await self.store.version()
+        values = [{"workspace": ws, "type": type, "key": k, "value": v}
+                  for ws in await self.store.workspaces()
+                  for k, v in sorted((await self.store.values(ws, type)).items())]
+        return {**empty_response(version), "values": values}
 
     async def _config(self, workspace: str, request: dict[str, Any]) -> dict[str, Any]:
         version = await self.store.version()
@@ -155,7 +193,8 @@ class ConfigService(Service):
         items = await self._keep_secrets(workspace, items)
         for type, key, value in items:
             validate(type, key, value, stdio_allow=self.stdio_allow)
-        version = await self.store.put(workspace, items, request_id=request_id)
+        version = await self.store.put(workspace, items, request_id=request_id,
+                                       actor=actor_of(request))
         await self._notify(version, workspace, {t for t, _, _ in items}, request_id)
         return empty_response(version)
 
@@ -175,9 +214,14 @@ class ConfigService(Service):
             raise ConfigError("delete needs 'keys': a non-empty list of {type, key}")
         request_id = _request_id.get()
         async with self._pushed.turn(request_id):
-            version = await self.store.delete(workspace, keys, request_id=request_id)
+            version = await self.store.delete(workspace, keys, request_id=request_id,
+                                              actor=actor_of(request))
             await self._notify(version, workspace, {t for t, _ in keys}, request_id)
         return empty_response(version)
+
+    async def _send_push(self, message: dict[str, Any]) -> None:
+        assert self._push is not None
+        await self._push.send(message)
 
     async def _notify(self, version: int, workspace: str, types: set[str],
                       request_id: str | None) -> None:

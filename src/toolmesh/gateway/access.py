@@ -14,8 +14,11 @@ Three checks keep such pages out, token or not (see SECURITY.md):
   (415 otherwise): a browser's cross-site "simple" request cannot, and one that tries is
   preflighted, which the Origin check refuses.
 
-Then the bearer token, when one is set: REST routes need ``Authorization: Bearer <token>``;
-the WebSocket may send it in the upgrade or authenticate with its first frame.
+Then the bearer token (:mod:`toolmesh.gateway.auth`): with the gateway's token set, REST routes
+need ``Authorization: Bearer <token>`` — that token or a scoped one; the WebSocket may send it
+in the upgrade or authenticate with its first frame. Each request then passes :meth:`AccessPolicy.
+admit`: the capability it needs (:mod:`toolmesh.gateway.scopes`) and its workspace must be the
+caller's, else ``403 forbidden`` naming the capability or the workspace.
 
 Listening beyond loopback without a token is refused at start (:func:`check_exposure`)
 unless the operator says ``--insecure``.
@@ -32,8 +35,10 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from toolmesh.config.admin import ACTOR_FIELD
 from toolmesh.errors import ToolmeshError
-from toolmesh.gateway.auth import Auth
+from toolmesh.gateway.auth import Auth, Identity
+from toolmesh.gateway.scopes import need
 
 log = logging.getLogger("toolmesh.gateway.access")
 
@@ -48,12 +53,36 @@ CORS_METHODS = "GET, POST, OPTIONS"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: set on every request that passed the checks: whether it carried the token
 AUTHENTICATED = web.RequestKey("authenticated", bool)
+#: set on every request that passed the checks: who sent it (``None``: no valid token)
+IDENTITY = web.RequestKey("identity", Identity | None)
+#: services whose requests carry the caller's id for the audit (the gateway sets it)
+STAMPED = frozenset({"config", "token", "iam"})
 
 
 class AccessError(ToolmeshError):
     """The gateway's access settings are unusable (an invalid origin, no token off-loopback)."""
 
     type = "access-error"
+
+
+class Forbidden(ToolmeshError):
+    """The caller's token does not allow the request (HTTP 403)."""
+
+    type = "forbidden"
+
+
+class Revoked(ToolmeshError):
+    """The caller's token was revoked after it was checked (HTTP 401)."""
+
+    type = "auth-failed"
+
+
+def request_workspace(request: dict[str, Any], workspace: str) -> str:
+    """The workspace ``request`` reaches: its own ``workspace`` field when it names one, as
+    every service reads it, else ``workspace`` (the header's or frame's). A field that is not
+    a string is refused by the services, or (``flow``) ignored for the header's."""
+    named = request.get("workspace")
+    return named if isinstance(named, str) and named else workspace
 
 
 def is_loopback(host: str) -> bool:
@@ -203,10 +232,43 @@ class AccessPolicy:
                 f"curl -H 'Content-Type: {JSON}' -d '{{...}}' or curl --json '{{...}}'"))
         return None
 
-    def authenticated(self, request: web.Request) -> bool:
-        """Whether the upgrade or request itself carries the token (header or ``?token=``)."""
-        return self.auth.accepts_header(request.headers.get("Authorization")) or (
-            request.path == "/api/v1/socket" and self.auth.accepts(request.query.get("token")))
+    async def identify(self, request: web.Request) -> Identity | None:
+        """Who the upgrade or request itself says it is (header, or ``?token=`` on the
+        socket); ``None``: no valid token."""
+        header = request.headers.get("Authorization")
+        if request.path == "/api/v1/socket" and header is None and "token" in request.query:
+            return await self.auth.identify(request.query.get("token"))
+        return await self.auth.identify_header(header)
+
+    async def admit(self, caller: Identity | None, service: str, request: dict[str, Any],
+                    workspace: str) -> dict[str, Any]:
+        """``request`` as ``service`` gets it, if ``caller`` may send it: :class:`Forbidden`
+        naming the capability or workspace it lacks, :class:`Revoked` for a token revoked
+        since. Config, token and iam requests get the caller's id as ``actor``, overwriting
+        whatever the client sent (the audit's "who")."""
+        current = await self.auth.current(caller) if caller is not None else None
+        if current is None:
+            raise Revoked("this token is not valid (any more): it was revoked, or never was "
+                          "one; ask the operator for a new one")
+        needed = need(service, request)
+        if needed.refused is not None:
+            raise Forbidden(needed.refused)
+        target = request_workspace(request, workspace)
+        who = "the caller" if not current.scoped else f"token {current.id!r}"
+        for capability in (needed.also, needed.capability):
+            if capability is not None and not current.may(capability):
+                raise Forbidden(f"{needed.what} needs the {capability!r} capability, which "
+                                f"{who} does not have (it has: "
+                                f"{', '.join(sorted(current.capabilities)) or 'none'})")
+        if needed.everywhere and current.workspaces is not None:
+            raise Forbidden(f"{needed.what} reaches every workspace: only the gateway's own "
+                            f"token (--token) may ask, not {who}")
+        if needed.in_workspace and not current.reaches(target):
+            raise Forbidden(f"{who} may not use workspace {target!r} (it may use: "
+                            f"{', '.join(current.workspaces or ())})")
+        if service in STAMPED:
+            request = {**request, ACTOR_FIELD: current.id}
+        return request
 
     # -- middleware ------------------------------------------------------------------------
 
@@ -218,8 +280,13 @@ class AccessPolicy:
         origin = request.headers.get("Origin")
         if request.method == "OPTIONS":
             return self._preflight(origin)
-        request[AUTHENTICATED] = self.authenticated(request)
-        if request.path not in PUBLIC_PATHS and not request[AUTHENTICATED]:
+        try:
+            identity = await self.identify(request)
+        except ToolmeshError as e:  # the token table could not be loaded
+            return error_response(503, e.type, f"cannot check the token now: {e.message}")
+        request[IDENTITY] = identity
+        request[AUTHENTICATED] = identity is not None
+        if request.path not in PUBLIC_PATHS and identity is None:
             return error_response(401, "auth-failed", "a valid bearer token is required "
                                                       "(Authorization: Bearer <token>)")
         response = await handler(request)

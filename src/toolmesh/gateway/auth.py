@@ -1,21 +1,85 @@
-"""The gateway's optional bearer token."""
+"""Who is calling: the gateway's own token, a scoped token, or anyone (no token set).
+
+* the gateway's token (``--token``) is the admin: every capability in every workspace;
+* a scoped token (``toolmesh token create``) has its capabilities in its workspaces only;
+* with no gateway token set, a caller without a scoped token is ``local``: everything (the
+  gateway then listens on loopback only, see :func:`~toolmesh.gateway.access.check_exposure`).
+  A scoped token it presents still limits it, and one that is revoked or unknown is refused.
+
+Comparisons take the same time whatever the token holds (see :mod:`toolmesh.config.tokens`).
+"""
 
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
+from typing import Protocol
+
+from toolmesh.config.service import DEFAULT_WORKSPACE
+from toolmesh.config.tokens import CAPABILITIES, looks_scoped
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Identity:
+    """A caller the gateway let in, and what it may do."""
+
+    #: ``admin``, ``local``, or the id of a scoped token (what the audit records)
+    id: str
+    capabilities: frozenset[str]
+    #: the workspaces it may use, the first its default; ``None``: every one
+    workspaces: tuple[str, ...] | None
+    name: str = ""
+    created: str = ""
+
+    @property
+    def scoped(self) -> bool:
+        """Whether this is a scoped token (and so may be revoked)."""
+        return self.workspaces is not None
+
+    @property
+    def default_workspace(self) -> str:
+        """The workspace of requests that name none."""
+        return self.workspaces[0] if self.workspaces else DEFAULT_WORKSPACE
+
+    def reaches(self, workspace: str) -> bool:
+        return self.workspaces is None or workspace in self.workspaces
+
+    def may(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+
+ADMIN = Identity(id="admin", capabilities=frozenset(CAPABILITIES), workspaces=None,
+                 name="the gateway's token (--token)")
+LOCAL = Identity(id="local", capabilities=frozenset(CAPABILITIES), workspaces=None,
+                 name="no gateway token set: every local caller")
+
+
+class TokenLookup(Protocol):
+    """Where scoped tokens are checked (:class:`~toolmesh.gateway.tokens.TokenRegistry`)."""
+
+    async def identify(self, token: str) -> Identity | None:
+        """The identity of a scoped token, ``None`` if it is not (or no longer) valid."""
+        ...
+
+    async def current(self, identity: Identity) -> Identity | None:
+        """A scoped identity as it stands now, ``None`` once its token is revoked."""
+        ...
 
 
 class Auth:
-    """Accepts everything when no token is set; otherwise exactly that token."""
+    """Checks tokens: exactly the gateway's token is :data:`ADMIN`, scoped tokens are looked
+    up in ``tokens``; without a gateway token everyone else is :data:`LOCAL`."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, tokens: TokenLookup | None = None) -> None:
         self._token = token or None
+        self._tokens = tokens
 
     @property
     def required(self) -> bool:
         return self._token is not None
 
     def accepts(self, token: str | None) -> bool:
+        """Whether ``token`` is the gateway's own (or none is set)."""
         if self._token is None:
             return True
         # constant-time comparison: the token is a secret. surrogateescape: a header that was
@@ -24,9 +88,22 @@ class Auth:
             token.encode("utf-8", "surrogateescape"),
             self._token.encode("utf-8", "surrogateescape"))
 
-    def accepts_header(self, header: str | None) -> bool:
-        """Check an ``Authorization: Bearer <token>`` header."""
-        if self._token is None:
-            return True
+    async def identify(self, token: str | None) -> Identity | None:
+        """Who presents ``token``; ``None``: refused."""
+        if self._token is not None and token and self.accepts(token):
+            return ADMIN
+        if token and looks_scoped(token) and self._tokens is not None:
+            return await self._tokens.identify(token)
+        return None if self._token is not None else LOCAL
+
+    async def current(self, identity: Identity) -> Identity | None:
+        """``identity`` as it stands now (a scoped token may have been revoked since it was
+        checked: ``None``)."""
+        if not identity.scoped or self._tokens is None:
+            return identity
+        return await self._tokens.current(identity)
+
+    async def identify_header(self, header: str | None) -> Identity | None:
+        """Who sends ``Authorization: Bearer <token>`` (or no such header)."""
         scheme, _, token = (header or "").partition(" ")
-        return scheme.lower() == "bearer" and self.accepts(token.strip())
+        return await self.identify(token.strip() if scheme.lower() == "bearer" else None)

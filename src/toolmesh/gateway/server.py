@@ -3,7 +3,8 @@
 * ``POST /api/v1/{service}`` — global services (``config``);
 * ``POST /api/v1/flow/{flow}/service/{service}`` — per-flow services (``agent``, ``mcp-tool``,
   ``tool-service``: a configured tool service called by its descriptor id; ``agent-tools``:
-  the agent's tools, each offered or not and why);
+  the agent's tools, each offered or not and why; ``prompt``: a template completed by the
+  LLM; ``text-completion``: the LLM itself);
 * ``GET /api/v1/socket`` — WebSocket, one connection multiplexing many requests.
 
 Every request passes :class:`~toolmesh.gateway.access.AccessPolicy` first: cross-origin and
@@ -30,14 +31,16 @@ from toolmesh.config.service import (
     DEFAULT_WORKSPACE,
 )
 from toolmesh.errors import RequestError, RequestTimeout, ToolmeshError
-from toolmesh.gateway.access import AUTHENTICATED, AccessPolicy, check_exposure
-from toolmesh.gateway.auth import Auth
+from toolmesh.gateway.access import IDENTITY, AccessPolicy, check_exposure
+from toolmesh.gateway.auth import Auth, Identity
 from toolmesh.gateway.bounds import BodyBudget, BoundedWebSocket, Bounds, CappedSite
 from toolmesh.gateway.deadlines import Deadlines, hint
 from toolmesh.gateway.endpoints import (
     BusEndpoint,
     Endpoint,
     FlowEndpoint,
+    joined,
+    prompt_request,
     without_nulls,
 )
 from toolmesh.gateway.flows import DEFAULT_FLOW, FlowRegistry, FlowService
@@ -51,6 +54,7 @@ from toolmesh.gateway.memory import (
 )
 from toolmesh.gateway.openapi import openapi_handler
 from toolmesh.gateway.socket import SocketSession
+from toolmesh.gateway.tokens import IamService, TokenRegistry, TokenService
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
 from toolmesh.logs import register_secret
 from toolmesh.rpc import deadline
@@ -66,6 +70,8 @@ Send = Callable[[dict[str, Any], bool], Awaitable[None]]
 #: the HTTP status of each error type a call can end with (others: 502, the service's error)
 ERROR_STATUS: dict[str, int] = {
     "bad-request": 400,
+    "auth-failed": 401,
+    "forbidden": 403,
     "unknown-flow": 404,
     "unknown-service": 404,
     "service-unavailable": 503,
@@ -118,7 +124,9 @@ class Gateway:
         check_exposure(host=options.host, token=options.token, insecure=options.insecure)
         self.bus = bus
         self.options = options
-        self.auth = Auth(options.token)
+        # scoped tokens (toolmesh.gateway.tokens): checked against the config service's table
+        self.tokens = TokenRegistry(bus, timeout=options.deadlines.of("config"))
+        self.auth = Auth(options.token, self.tokens)
         register_secret(options.token)
         self.access = AccessPolicy.build(listen_host=options.host, auth=self.auth,
                                          allow_origins=options.allow_origins,
@@ -136,10 +144,21 @@ class Gateway:
         self.add(FlowEndpoint(bus, "agent-tools", request_queue="request:tg:agent-tools:{flow}",
                               response_queue="response:tg:agent-tools:{flow}", part="agent"))
         self.add(ToolServiceEndpoint(bus, max_timeout=options.deadlines.of("tool-service")))
+        # TrustGraph's prompt and LLM services, on their wire (TrustGraph's clients stream
+        # both over the WebSocket; REST joins a streamed answer into one body)
+        self.add(FlowEndpoint(bus, "prompt", request_queue="request:tg:prompt:{flow}",
+                              response_queue="response:tg:prompt:{flow}",
+                              prepare=prompt_request, rest_result=joined("text")))
+        self.add(FlowEndpoint(bus, "text-completion",
+                              request_queue="request:tg:text-completion:{flow}",
+                              response_queue="response:tg:text-completion:{flow}",
+                              rest_result=joined("response")))
         self._config = ConfigClient(bus, timeout=options.deadlines.of("config"),
                                     when_no_consumer="fail", hint=hint("config"))
         self.flows = FlowRegistry(bus, self._config)
         self.add(FlowService(self.flows, self._config))
+        self.add(TokenService(self.tokens))
+        self.add(IamService(self.tokens))
         for endpoint in options.extra_endpoints:
             self.add(endpoint)
         self._runner: web.AppRunner | None = None
@@ -167,6 +186,7 @@ class Gateway:
         quiet_malformed_requests()
         pin_mmap_threshold()  # large bodies' memory goes back to the system once freed
         await self._config.start()
+        await self.tokens.start()
         await self.flows.start()
         for endpoint in self.endpoints.values():
             await endpoint.start()
@@ -211,6 +231,7 @@ class Gateway:
         for endpoint in self.endpoints.values():
             await endpoint.stop()
         await self.flows.stop()
+        await self.tokens.stop()
         await self._config.stop()
 
     async def __aenter__(self) -> Gateway:
@@ -293,7 +314,9 @@ class Gateway:
         if endpoint is None or endpoint.per_flow != (flow is not None):
             return web.json_response(error_body("unknown-service", self._unknown(service, flow)),
                                      status=404)
-        workspace = request.headers.get("X-Workspace") or DEFAULT_WORKSPACE
+        caller = request.get(IDENTITY)
+        workspace = request.headers.get("X-Workspace") or (
+            caller.default_workspace if caller is not None else DEFAULT_WORKSPACE)
         if not valid_text(workspace):
             return error_response(400, "bad-request", "the X-Workspace header is not valid UTF-8")
         # A REST caller gets one body back, so a streaming agent would only add traffic.
@@ -307,7 +330,7 @@ class Gateway:
             timeout = self.options.deadlines.for_request(service,
                                                          request.headers.get("X-Timeout"))
             await self.forward(endpoint, body, workspace=workspace, flow=flow,
-                               timeout=timeout, send=collect)
+                               timeout=timeout, send=collect, caller=caller)
         except ToolmeshError as e:
             return error_response(ERROR_STATUS.get(e.type, 502), e.type, e.message)
         if not responses:  # an endpoint must answer at least once; a bug if not
@@ -315,14 +338,17 @@ class Gateway:
         return web.json_response(self.rest_result(service, responses))
 
     async def forward(self, endpoint: Endpoint, request: dict[str, Any], *, workspace: str,
-                      flow: str | None, timeout: float, send: Send) -> None:
+                      flow: str | None, timeout: float, send: Send,
+                      caller: Identity | None) -> None:
         """Call ``endpoint`` under ``timeout``, handing each response to ``send``.
 
         Raises :class:`ToolmeshError`: ``unknown-flow`` for a flow that does not exist (before
         anything is sent on the bus), ``service-unavailable`` when nothing consumes the
         service's queue, ``timeout`` when no (final) answer came in time — each with a message
-        that says what to check.
+        that says what to check; ``forbidden`` when ``caller`` may not send ``request``.
         """
+        # scoped tokens: the capability and workspace it needs, and who asks (for the audit)
+        request = await self.access.admit(caller, endpoint.name, request, workspace)
         flow = flow or DEFAULT_FLOW
         # Within this block every bus call made for the request ends before `timeout`.
         with deadline.handling(timeout):
@@ -374,7 +400,7 @@ class Gateway:
             return error_response(400, "bad-request", "this is the WebSocket endpoint: "
                                   "connect to it with a WebSocket client")  # type: ignore[return-value]
         await ws.prepare(request)
-        session = SocketSession(self, ws, authenticated=request.get(AUTHENTICATED, False))
+        session = SocketSession(self, ws, identity=request.get(IDENTITY))
         self._sessions.add(session)
         try:
             await session.run()

@@ -3,11 +3,14 @@
 Frames in: ``{"type": "auth", "token": ...}`` and
 ``{"id", "workspace", "service", "flow", "request", "timeout"?}`` (``timeout``: seconds, at most
 the gateway's deadline for the service). Frames out: ``{"type": "auth-ok",
-"default_workspace": ...}`` / ``{"type": "auth-failed", ...}``, then per request
+"default_workspace": ...}`` (a scoped token's first workspace, else ``default``: where
+requests that name no workspace go) / ``{"type": "auth-failed", ...}``, then per request
 ``{"id", "response", "complete"}`` for each response and ``{"id", "error", "complete": true}``
 when it fails. A bad frame gets an error frame (with its id when it has one); input never
 closes the connection — only the bounds do: no authentication within ``ws_auth_timeout``
-seconds, or ``ws_auth_attempts`` wrong tokens (close code 1008).
+seconds, or ``ws_auth_attempts`` wrong tokens (close code 1008). Each request is admitted with
+the identity the socket authenticated as (checked again per request, so a revoked token stops
+at once).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.errors import ToolmeshError
+from toolmesh.gateway.auth import Identity
 from toolmesh.gateway.json_body import BadJson, parse_json, top_level_id
 
 if TYPE_CHECKING:
@@ -43,16 +47,22 @@ def _frame_id(frame: Any) -> str | int | None:
 class SocketSession:
     """Serves one WebSocket until the client closes it or the gateway stops."""
 
-    def __init__(self, gateway: Gateway, ws: web.WebSocketResponse, *, authenticated: bool) -> None:
+    def __init__(self, gateway: Gateway, ws: web.WebSocketResponse, *,
+                 identity: Identity | None) -> None:
         self.gateway = gateway
         self.ws = ws
         self.bounds = gateway.options.bounds
-        self.authenticated = authenticated or not gateway.auth.required
+        #: who the socket authenticated as (the upgrade's token, or the last auth frame's)
+        self.identity = identity
         self._failed_auths = 0
         self._send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._auth_deadline: asyncio.Task[None] | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        return self.identity is not None
 
     async def send(self, frame: dict[str, Any]) -> None:
         if self.ws.closed:
@@ -143,13 +153,18 @@ class SocketSession:
 
     async def _on_auth(self, frame: dict[str, Any]) -> None:
         token = frame.get("token")
-        if self.gateway.auth.accepts(token if isinstance(token, str) else None):
-            self.authenticated = True
+        try:
+            identity = await self.gateway.auth.identify(token if isinstance(token, str) else None)
+        except ToolmeshError as e:  # the token table could not be loaded: not a wrong token
+            await self.send({"type": "auth-failed",
+                             "error": f"cannot check the token now: {e.message}"})
+            return
+        self.identity = identity
+        if identity is not None:
             if self._auth_deadline is not None:
                 self._auth_deadline.cancel()
-            await self.send({"type": "auth-ok", "default_workspace": DEFAULT_WORKSPACE})
+            await self.send({"type": "auth-ok", "default_workspace": identity.default_workspace})
             return
-        self.authenticated = False
         self._failed_auths += 1
         await self.send({"type": "auth-failed", "error": "invalid token"})
         if self._failed_auths >= self.bounds.ws_auth_attempts:
@@ -198,9 +213,10 @@ class SocketSession:
 
         try:
             timeout = self.gateway.options.deadlines.for_request(service, frame.get("timeout"))
-            await self.gateway.forward(endpoint, request,
-                                       workspace=workspace or DEFAULT_WORKSPACE,
+            caller = self.identity
+            default = caller.default_workspace if caller is not None else DEFAULT_WORKSPACE
+            await self.gateway.forward(endpoint, request, workspace=workspace or default,
                                        flow=flow if endpoint.per_flow else None,
-                                       timeout=timeout, send=send)
+                                       timeout=timeout, send=send, caller=caller)
         except ToolmeshError as e:
             await self.error(request_id, e.type, e.message)

@@ -15,7 +15,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from toolmesh.config.store.base import ConfigStore, Item, Key
+from toolmesh.config.store.base import (
+    SYSTEM_ACTOR,
+    AuditEntry,
+    ConfigStore,
+    Item,
+    Key,
+    StoredToken,
+)
 from toolmesh.schema.json_text import loads
 from toolmesh.secrets.crypto import (
     KEY_ENV,
@@ -157,14 +164,30 @@ class SealedStore:
     # --- writes --------------------------------------------------------------------------
 
     async def put(self, workspace: str, values: Sequence[Item], *,
-                  request_id: str | None = None) -> int:
+                  request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
         if self.box is not None:
             box = self.box
             values = [(t, k, v if not isinstance(v, str) else seal_value(t, v, box))
                       for t, k, v in values]
-        # the request id goes through untouched: the inner store records it with the write
-        return await self.inner.put(workspace, values, request_id=request_id)
+        # the request id and actor go through untouched: the inner store records them with
+        # the write
+        return await self.inner.put(workspace, values, request_id=request_id, actor=actor)
 
     async def delete(self, workspace: str, keys: Sequence[Key], *,
-                     request_id: str | None = None) -> int:
-        return await self.inner.delete(workspace, keys, request_id=request_id)
+                     request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
+        return await self.inner.delete(workspace, keys, request_id=request_id, actor=actor)
+
+    # --- audit and tokens: nothing secret to seal (tokens are stored as digests) ------------
+
+    async def history(self, *, workspace: str | None = None, type: str | None = None,
+                      key: str | None = None, limit: int = 20) -> list[AuditEntry]:
+        return await self.inner.history(workspace=workspace, type=type, key=key, limit=limit)
+
+    async def tokens(self) -> list[StoredToken]:
+        return await self.inner.tokens()
+
+    async def add_token(self, token: StoredToken, *, actor: str) -> StoredToken:
+        return await self.inner.add_token(token, actor=actor)
+
+    async def remove_token(self, id: str, *, actor: str) -> bool:
+        return await self.inner.remove_token(id, actor=actor)

@@ -20,6 +20,16 @@ a duplicate is recognised while fewer than that many versions have passed since 
 not an age, so the bound holds at any write rate and no clock is involved (machines sharing
 one PostgreSQL need not agree on the time).
 
+Audit: every ``put`` and ``delete`` that writes (not a replay) records, in the same
+transaction, one :class:`AuditEntry` per item — who asked (``actor``: a token id, ``admin``,
+``local``...; never a secret), when (the database's clock, UTC), the workspace, type and key,
+the operation and the version it made. Token changes are recorded the same way (workspace
+:data:`ALL_WORKSPACES`, type ``token``). The newest :data:`AUDIT_KEPT` entries are kept.
+:meth:`ConfigStore.history` reads them newest first.
+
+Tokens: the gateway's scoped tokens live in a table of their own, never reachable through the
+config operations; the store holds each token's SHA-256 digest, not the token.
+
 Validation happens before the backend is touched, so a bad request writes nothing:
 workspace, type and key must be non-empty strings; every string (values too) must be valid
 Unicode without NUL characters, because PostgreSQL cannot store NUL or lone surrogates in
@@ -29,6 +39,8 @@ text and both backends must accept the same data.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from toolmesh.config.errors import ConfigError
@@ -41,6 +53,62 @@ Item = tuple[str, str, str]
 
 REMEMBERED_REQUESTS = 10_000
 """How many versions back a store recognises a request id (see the module docstring)."""
+
+AUDIT_KEPT = 100_000
+"""How many audit entries a store keeps (the oldest beyond that are dropped as it writes)."""
+
+HISTORY_LIMIT = 1_000
+"""The most entries one :meth:`ConfigStore.history` call returns."""
+
+SYSTEM_ACTOR = "system"
+"""The actor of a write nobody asked for by name (re-encrypting secrets at start, say)."""
+
+ALL_WORKSPACES = "*"
+"""The workspace of audit entries that belong to none (token changes)."""
+
+TOKEN_TYPE = "token"
+"""The type of the audit entries of token changes (the key is the token's id)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditEntry:
+    """One recorded change: who made it, when, to what."""
+
+    seq: int
+    #: when, by the database's clock: ISO 8601, UTC, milliseconds (``2025-01-31T12:00:00.123Z``)
+    at: str
+    actor: str
+    workspace: str
+    #: ``put``, ``delete``, ``token-create`` or ``token-revoke``
+    operation: str
+    type: str
+    key: str
+    #: the config version the change made (``None`` for token changes)
+    version: int | None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"at": self.at, "actor": self.actor, "workspace": self.workspace,
+                "operation": self.operation, "type": self.type, "key": self.key,
+                "version": self.version}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredToken:
+    """A scoped gateway token as stored: its digest, never the token itself."""
+
+    id: str
+    #: hex SHA-256 of the whole token
+    digest: str
+    workspaces: tuple[str, ...]
+    capabilities: tuple[str, ...]
+    name: str = ""
+    #: when it was created (set by the store; ISO 8601 UTC like :attr:`AuditEntry.at`)
+    created: str = ""
+
+
+def iso_utc(when: datetime) -> str:
+    """``when`` as the stores show times: ``2025-01-31T12:00:00.123Z``."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 @runtime_checkable
@@ -69,22 +137,38 @@ class ConfigStore(Protocol):
         """The whole workspace as ``{type: {key: value}}``."""
 
     async def put(self, workspace: str, values: Sequence[Item], *,
-                  request_id: str | None = None) -> int:
+                  request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
         """Write every ``(type, key, value)`` atomically (all or nothing); the new version.
 
         If the same ``(type, key)`` appears twice, the last value wins. With a ``request_id``
         already recorded: nothing is written, and the version it produced is returned.
+        Each item is audited as written by ``actor``.
         """
 
     async def delete(self, workspace: str, keys: Sequence[Key], *,
-                     request_id: str | None = None) -> int:
+                     request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
         """Remove every ``(type, key)`` atomically; missing keys are fine; the new version.
 
-        ``request_id`` as for :meth:`put`.
+        ``request_id`` and ``actor`` as for :meth:`put`.
         """
 
     async def workspaces(self) -> list[str]:
         """The workspaces holding at least one item, sorted."""
+
+    async def history(self, *, workspace: str | None = None, type: str | None = None,
+                      key: str | None = None, limit: int = 20) -> list[AuditEntry]:
+        """The newest ``limit`` audit entries (at most :data:`HISTORY_LIMIT`), newest first;
+        each filter given narrows them (``None``: any)."""
+
+    async def tokens(self) -> list[StoredToken]:
+        """Every stored token, by id."""
+
+    async def add_token(self, token: StoredToken, *, actor: str) -> StoredToken:
+        """Store ``token`` (its ``created`` set) and audit it; :class:`ConfigError` if its id
+        or digest is taken."""
+
+    async def remove_token(self, id: str, *, actor: str) -> bool:
+        """Delete the token ``id`` and audit it; whether there was one."""
 
 
 # --- validation shared by the backends -----------------------------------------------------
@@ -156,6 +240,29 @@ def check_items(values: Any) -> list[Item]:
     return [(t, k, v) for (t, k), v in out.items()]
 
 
-# --- URLs in messages ----------------------------------------------------------------------
+def check_history(workspace: Any, type: Any, key: Any, limit: Any) -> int:
+    """Validate :meth:`ConfigStore.history`'s filters; the limit to use."""
+    for what, value in (("workspace", workspace), ("type", type), ("key", key)):
+        if value is not None:
+            check_name(what, value)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= HISTORY_LIMIT:
+        raise ConfigError(f"limit must be a whole number from 1 to {HISTORY_LIMIT}, "
+                          f"not {limit!r:.40}")
+    return limit
+
+
+def check_token(token: Any) -> StoredToken:
+    """``token`` if it is a :class:`StoredToken` both backends can store."""
+    if not isinstance(token, StoredToken):
+        raise ConfigError(f"a token must be a StoredToken, not {type(token).__name__}")
+    check_name("token id", token.id)
+    check_name("token digest", token.digest)
+    check_text("token name", token.name)
+    for what, names in (("workspace", token.workspaces), ("capability", token.capabilities)):
+        if not names:
+            raise ConfigError(f"a token needs at least one {what}")
+        for name in names:
+            check_name(f"token {what}", name)
+    return token
 
 

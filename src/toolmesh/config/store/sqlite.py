@@ -11,6 +11,7 @@ handling the same request id cannot both find it unrecorded.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,14 +20,22 @@ from typing import TypeVar
 
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.store.base import (
+    ALL_WORKSPACES,
+    AUDIT_KEPT,
     REMEMBERED_REQUESTS,
+    SYSTEM_ACTOR,
+    TOKEN_TYPE,
+    AuditEntry,
     Item,
     Key,
+    StoredToken,
+    check_history,
     check_items,
     check_keys,
     check_name,
     check_remembered,
     check_request_id,
+    check_token,
 )
 from toolmesh.files import private_dir, private_file
 
@@ -52,7 +61,31 @@ CREATE TABLE IF NOT EXISTS toolmesh_config_applied (
 );
 CREATE INDEX IF NOT EXISTS toolmesh_config_applied_version
     ON toolmesh_config_applied (version);
+CREATE TABLE IF NOT EXISTS toolmesh_config_audit (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    actor     TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    type      TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    version   INTEGER
+);
+CREATE INDEX IF NOT EXISTS toolmesh_config_audit_item
+    ON toolmesh_config_audit (type, key, seq);
+CREATE TABLE IF NOT EXISTS toolmesh_tokens (
+    id           TEXT PRIMARY KEY,
+    digest       TEXT NOT NULL UNIQUE,
+    workspaces   TEXT NOT NULL,
+    capabilities TEXT NOT NULL,
+    name         TEXT NOT NULL DEFAULT '',
+    created      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
 """
+
+_AUDIT = ("INSERT INTO toolmesh_config_audit (actor, workspace, operation, type, key, version)"
+          " VALUES (?, ?, ?, ?, ?, ?)")
+_AUDIT_COLUMNS = "seq, at, actor, workspace, operation, type, key, version"
 
 _BUMP = "UPDATE toolmesh_config_version SET version = version + 1 WHERE id = 1 RETURNING version"
 
@@ -219,28 +252,34 @@ class SQLiteConfigStore:
     # --- writes --------------------------------------------------------------------------
 
     async def put(self, workspace: str, values: Sequence[Item], *,
-                  request_id: str | None = None) -> int:
+                  request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
         """Write every ``(type, key, value)`` in one transaction; the new version (or, for a
-        recorded ``request_id``, the version it produced, writing nothing)."""
+        recorded ``request_id``, the version it produced, writing nothing). Audited as
+        ``actor``'s."""
         check_name("workspace", workspace)
         items = check_items(values)
         check_request_id(request_id)
+        check_name("actor", actor)
         return await self._run(self._write, "put", workspace, len(items), self._put,
-                               [(workspace, t, k, v) for t, k, v in items], request_id)
+                               [(workspace, t, k, v) for t, k, v in items], request_id,
+                               [(actor, workspace, "put", t, k) for t, k, _ in items])
 
     async def delete(self, workspace: str, keys: Sequence[Key], *,
-                     request_id: str | None = None) -> int:
+                     request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
         """Remove every ``(type, key)`` in one transaction; the new version (``request_id``
-        as for :meth:`put`)."""
+        and ``actor`` as for :meth:`put`)."""
         check_name("workspace", workspace)
         pairs = check_keys(keys)
         check_request_id(request_id)
+        check_name("actor", actor)
         return await self._run(self._write, "delete", workspace, len(pairs), self._delete,
-                               [(workspace, t, k) for t, k in pairs], request_id)
+                               [(workspace, t, k) for t, k in pairs], request_id,
+                               [(actor, workspace, "delete", t, k) for t, k in pairs])
 
     def _write(self, op: str, workspace: str, count: int,
                fn: Callable[[sqlite3.Connection, list[tuple[str, ...]]], None],
-               rows: list[tuple[str, ...]], request_id: str | None) -> int:
+               rows: list[tuple[str, ...]], request_id: str | None,
+               audit: list[tuple[str, ...]]) -> int:
         db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -261,6 +300,7 @@ class SQLiteConfigStore:
                                   " toolmesh_config_version; was it emptied by hand?")
             version = int(row[0])
             fn(db, rows)
+            self._audit(db, [(*entry, version) for entry in audit])
             if request_id is not None:
                 self._record(db, request_id, version)
             db.execute("COMMIT")
@@ -273,6 +313,16 @@ class SQLiteConfigStore:
                               f" config store at {self.path} (nothing was written): {e}"
                               ) from None
         return version
+
+    @staticmethod
+    def _audit(db: sqlite3.Connection, entries: list[tuple[str | int | None, ...]]) -> None:
+        """Record ``entries`` (actor, workspace, operation, type, key, version); keep only the
+        newest :data:`AUDIT_KEPT`."""
+        if not entries:
+            return
+        db.executemany(_AUDIT, entries)
+        db.execute("DELETE FROM toolmesh_config_audit WHERE seq <= "
+                   "(SELECT max(seq) FROM toolmesh_config_audit) - ?", (AUDIT_KEPT,))
 
     def _record(self, db: sqlite3.Connection, request_id: str, version: int) -> None:
         """Remember that ``request_id`` produced ``version``; forget ids too old to keep."""
@@ -292,3 +342,84 @@ class SQLiteConfigStore:
     def _delete(db: sqlite3.Connection, rows: list[tuple[str, ...]]) -> None:
         db.executemany("DELETE FROM toolmesh_config WHERE workspace = ? AND type = ? AND key = ?",
                        rows)
+
+    # --- audit and tokens ----------------------------------------------------------------
+
+    async def history(self, *, workspace: str | None = None, type: str | None = None,
+                      key: str | None = None, limit: int = 20) -> list[AuditEntry]:
+        """The newest ``limit`` audit entries matching the filters given, newest first."""
+        limit = check_history(workspace, type, key, limit)
+        where = [(f"{column} = ?", value) for column, value in
+                 (("workspace", workspace), ("type", type), ("key", key)) if value is not None]
+        sql = (f"SELECT {_AUDIT_COLUMNS} FROM toolmesh_config_audit"
+               + (" WHERE " + " AND ".join(c for c, _ in where) if where else "")
+               + " ORDER BY seq DESC LIMIT ?")
+        rows = await self._run(self._read, self._select, sql,
+                               (*(v for _, v in where), limit))
+        return [AuditEntry(seq=r[0], at=r[1], actor=r[2], workspace=r[3], operation=r[4],
+                           type=r[5], key=r[6], version=r[7]) for r in rows]
+
+    async def tokens(self) -> list[StoredToken]:
+        """Every stored token, by id."""
+        rows = await self._run(self._read, self._select,
+                               "SELECT id, digest, workspaces, capabilities, name, created"
+                               " FROM toolmesh_tokens ORDER BY id", ())
+        return [StoredToken(id=r[0], digest=r[1], workspaces=tuple(json.loads(r[2])),
+                            capabilities=tuple(json.loads(r[3])), name=r[4], created=r[5])
+                for r in rows]
+
+    async def add_token(self, token: StoredToken, *, actor: str) -> StoredToken:
+        """Store ``token`` and audit it; :class:`ConfigError` if its id or digest is taken."""
+        check_token(token)
+        check_name("actor", actor)
+        return await self._run(self._add_token, token, actor)
+
+    async def remove_token(self, id: str, *, actor: str) -> bool:
+        """Delete the token ``id`` and audit it; whether there was one."""
+        check_name("token id", id)
+        check_name("actor", actor)
+        return await self._run(self._remove_token, id, actor)
+
+    def _add_token(self, token: StoredToken, actor: str) -> StoredToken:
+        def add(db: sqlite3.Connection) -> StoredToken:
+            try:
+                created = db.execute(
+                    "INSERT INTO toolmesh_tokens (id, digest, workspaces, capabilities, name)"
+                    " VALUES (?, ?, ?, ?, ?) RETURNING created",
+                    (token.id, token.digest, json.dumps(list(token.workspaces)),
+                     json.dumps(list(token.capabilities)), token.name)).fetchone()[0]
+            except sqlite3.IntegrityError:
+                raise ConfigError(f"a token with id {token.id!r} exists already") from None
+            self._audit(db, [(actor, ALL_WORKSPACES, "token-create", TOKEN_TYPE, token.id,
+                              None)])
+            return StoredToken(id=token.id, digest=token.digest, workspaces=token.workspaces,
+                               capabilities=token.capabilities, name=token.name,
+                               created=created)
+
+        return self._transaction("store a token", add)
+
+    def _remove_token(self, id: str, actor: str) -> bool:
+        def remove(db: sqlite3.Connection) -> bool:
+            gone = db.execute("DELETE FROM toolmesh_tokens WHERE id = ?", (id,)).rowcount > 0
+            if gone:
+                self._audit(db, [(actor, ALL_WORKSPACES, "token-revoke", TOKEN_TYPE, id, None)])
+            return gone
+
+        return self._transaction("revoke a token", remove)
+
+    def _transaction(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn`` in one write transaction (on the worker thread)."""
+        db = self._conn()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(db)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise ConfigError(f"cannot {what} in the config store at {self.path}"
+                              f" (nothing was written): {e}") from None
+        return result
