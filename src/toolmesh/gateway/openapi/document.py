@@ -19,11 +19,15 @@ ERRORS: dict[str, tuple[str, str, tuple[str, ...] | None]] = {
     "400": ("BadRequest", "The body is not JSON, not a JSON object, nested too deep or holds "
             "invalid Unicode, or a header is invalid (X-Workspace not UTF-8, X-Timeout not a "
             "positive number); on the WebSocket route: not an upgrade.", ("bad-request",)),
-    "401": ("Unauthorized", "The gateway has a token and the request does not carry it "
-            "(`Authorization: Bearer <token>`).", ("auth-failed",)),
-    "403": ("Forbidden", "A web page of another origin (`forbidden-origin`), or, on loopback, "
-            "a Host other than localhost, 127.0.0.1 and [::1] (`forbidden-host`: DNS "
-            "rebinding).", ("forbidden-origin", "forbidden-host")),
+    "401": ("Unauthorized", "The gateway has a token and the request does not carry a valid "
+            "one (`Authorization: Bearer <token>`): none, a wrong one, or a scoped token that "
+            "is unknown or was revoked (also one revoked after it was checked).",
+            ("auth-failed",)),
+    "403": ("Forbidden", "The caller's scoped token does not allow the request (`forbidden`: "
+            "the message names the capability or the workspaces it lacks), a web page of "
+            "another origin (`forbidden-origin`), or, on loopback, a Host other than "
+            "localhost, 127.0.0.1 and [::1] (`forbidden-host`: DNS rebinding).",
+            ("forbidden", "forbidden-origin", "forbidden-host")),
     "404": ("NotFound", "No such service (`unknown-service`, the message lists those there "
             "are), no such flow (`unknown-flow`: neither `default` nor a `flow/<id>` config "
             "item of the workspace), or no such route (`not-found`).",
@@ -60,7 +64,10 @@ allows their origin (`--allow-origin`, which also answers CORS preflights).
 
 **Authentication.** With a token set (`TOOLMESH_GATEWAY_TOKEN`, `--token-file`), every route
 but health, this document and the WebSocket upgrade needs `Authorization: Bearer <token>`;
-without one, no header is needed.
+without one, no header is needed. Besides the gateway's own token (every capability in every
+workspace), scoped tokens (`POST /api/v1/token`, `toolmesh token create`) carry capabilities
+(`config:read`, `config:write`, `agent`, `tools:invoke`, `admin`) in their workspaces only:
+a request beyond them is a 403 `forbidden`, a revoked or unknown token a 401 `auth-failed`.
 
 **Errors.** The gateway refuses or fails a request with an HTTP status ≥ 400 and the body
 `{"error": {"type": "...", "message": "..."}}` (schema `Error`; each status lists its types).
@@ -79,15 +86,18 @@ One connection multiplexes many requests, each answered by frames carrying its `
   without one.
 * **Request**: `{"id": "req-1", "service": "config", "workspace"?: "default", "flow"?:
   "default", "timeout"?: seconds, "request": {...}}` — `service` is any service of the REST
-  routes (`config`, `flow`, `agent`, `mcp-tool`, `tool-service`, `agent-tools`), `request`
-  its REST body and
-  `timeout` what X-Timeout is on REST.
+  routes (`config`, `flow`, `token`, `iam`, `agent`, `mcp-tool`, `tool-service`,
+  `agent-tools`, `prompt`, `text-completion`), `request` its REST body and `timeout` what
+  X-Timeout is on REST.
 * **Responses**: `{"id": "req-1", "response": {...}, "complete": false|true}`, one per
-  response of the service (a streaming agent or tool service sends many; `complete: true` on
-  the last, which also carries the service's `error` if it failed).
+  response of the service (a streaming agent, prompt, text-completion or tool service sends
+  many; `complete: true` on the last, which also carries the service's `error` if it
+  failed).
 * **Errors**: `{"id": "req-1"|null, "complete": true, "error": {"type", "message"}}` — types
-  `bad-request`, `auth-required`, `unknown-service`, `too-many-requests` (over 64 requests in
-  flight on one connection, by default), `unknown-flow`, `service-unavailable`, `timeout`
+  `bad-request`, `auth-required`, `auth-failed` (a scoped token revoked since),
+  `forbidden` (beyond the token's scope), `unknown-service`, `too-many-requests` (over 64
+  requests in flight on one connection, by default), `unknown-flow`, `service-unavailable`,
+  `timeout`
   (or the type of another failure of the call), `internal-error`. A bad frame never closes
   the connection.
 
@@ -154,9 +164,14 @@ def _paths() -> dict[str, Any]:
                           **_errors(("400", *ANY_ROUTE))}}},
         "/api/v1/config": _service(
             "config", "Config operations (TrustGraph's)",
-            "get, list, getvalues, config, put, delete on the workspace's config items. "
-            "Secrets are never shown: they read as `***`, and a put of `***` keeps the stored "
-            "value. A refused operation is an HTTP 200 with `error` (`config-error`).",
+            "get, list, getvalues, config, put, delete on the workspace's config items; "
+            "history: the audit of its changes (who, when, what; with `all-workspaces`, every "
+            "workspace's and the token changes: an admin's operation); getvalues-all-ws and "
+            "list-workspaces: one type's items of every workspace, the workspaces there are "
+            "(an admin's). The gateway sets `actor` (who asked) itself. Secrets are never "
+            "shown: they read as `***`, and a put of `***` keeps the stored value. A refused "
+            "operation is an HTTP 200 with `error` (`config-error`); one the caller's token "
+            "does not allow, a 403 `forbidden`.",
             "ConfigRequest", "ConfigResponse", per_flow=False),
         "/api/v1/flow": _service(
             "flow", "The flows (TrustGraph's flow service)",
@@ -164,6 +179,23 @@ def _paths() -> dict[str, Any]:
             "`get-flow` → `flow`, the JSON text of the flow's definition. A refused "
             "operation is an HTTP 200 with `error` (`bad-request`, `unknown-flow`).",
             "FlowRequest", "FlowResponse", per_flow=False),
+        "/api/v1/token": _service(
+            "token", "Scoped tokens: create, list, revoke",
+            "`create` → `token` and `plaintext` (the token, shown this once); `list` → "
+            "`tokens` (never a token or its digest); `revoke` → `revoked`. Needs `admin`; a "
+            "scoped token with `admin` manages only tokens within its own workspaces and "
+            "capabilities (else 403 `forbidden`). A revoked token is refused at once by this "
+            "gateway, and by the others as soon as the config service's push reaches them. A "
+            "refused operation is an HTTP 200 with `error` (`bad-request`, `config-error`).",
+            "TokenRequest", "TokenResponse", per_flow=False),
+        "/api/v1/iam": _service(
+            "iam", "Who am I, and my workspaces (TrustGraph's iam)",
+            "`whoami` → `user` (the caller: a token id, `admin` or `local`; `roles` are its "
+            "capabilities); `list-my-workspaces` → the caller's `workspaces`; "
+            "`list-workspaces` (needs `admin` in every workspace) → every workspace holding "
+            "items. TrustGraph's users, passwords and API keys are not modelled: other "
+            "operations answer HTTP 200 with `error` (`bad-request`).",
+            "IamRequest", "IamResponse", per_flow=False),
         f"{flow}/agent": _service(
             "agent", "Ask the ReAct agent",
             "Runs a dialog with the tools the config describes and answers its last message "
@@ -179,6 +211,19 @@ def _paths() -> dict[str, Any]:
             "Calls the tool service a `tool-service` config item describes (by its key, "
             "`id`), as the agent would; a streamed answer is joined into one `response`.",
             "ToolServiceRequest", "ToolServiceResponse", per_flow=True),
+        f"{flow}/prompt": _service(
+            "prompt", "Complete a prompt template",
+            "Renders the template `id` with `variables` (or `terms`) and asks the LLM: `text`, "
+            "or `object` for a `json` template, with the token usage. Over REST a streamed "
+            "answer is joined into one body; the WebSocket streams its pieces. Answered by "
+            "the prompt process (`toolmesh run prompt`) with the text-completion process.",
+            "PromptRequest", "PromptResponse", per_flow=True),
+        f"{flow}/text-completion": _service(
+            "textCompletion", "Ask the LLM",
+            "One completion of `prompt` under `system`, with the token usage. Over REST a "
+            "streamed answer is joined into one body; the WebSocket streams its pieces. "
+            "Answered by the text-completion process (`toolmesh run text-completion`).",
+            "TextCompletionRequest", "TextCompletionResponse", per_flow=True),
         f"{flow}/agent-tools": _service(
             "agentTools", "The agent's tools: offered or not, and why",
             "Every `tool` config item as the flow's agent sees it: `available` (offered to the "
@@ -208,7 +253,8 @@ def _components() -> dict[str, Any]:
                         "description": "this request's deadline in seconds, at most the "
                                        "route's own (by default config and flow 10 s, "
                                        "agent-tools 30 s, mcp-tool and tool-service 130 s, "
-                                       "agent 600 s; the operator's "
+                                       "prompt and text-completion 300 s, agent 600 s; the "
+                                       "operator's "
                                        "`--deadline SERVICE=SECONDS`); not a positive number: "
                                        "400",
                         "schema": {"type": "number", "exclusiveMinimum": 0}},
@@ -231,7 +277,7 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "toolmesh gateway", "version": __version__,
                  "summary": "TrustGraph-compatible API of toolmesh: config, flows, the "
-                            "agent, MCP tools and tool services.",
+                            "agent, prompts, the LLM, MCP tools and tool services.",
                  "description": DESCRIPTION,
                  "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}},
         "tags": [{"name": "gateway", "description": "the gateway itself"},

@@ -7,7 +7,7 @@ where they change, change these too — the tests validate real responses agains
 
 Bodies forwarded from a service stay open (``additionalProperties`` allowed): a service on
 the bus may add fields, and TrustGraph's clients ignore what they do not know. The gateway's
-own bodies (errors, health, config) are closed, so a new field shows up here first.
+own bodies (errors, health, config, token) are closed, so a new field shows up here first.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def error_schemas() -> dict[str, Schema]:
             "type": "object", "required": ["type", "message"],
             "properties": {"type": {"type": "string", "examples": [
                 "config-error", "agent-error", "mcp-error", "tool-error", "bad-request",
-                "unknown-tool-service", "malformed-request", "service-stopping"]},
+                "unknown-tool-service", "malformed-request", "service-stopping",
+                "prompt-error", "llm-error"]},
                 "message": {"type": "string"}},
         },
     }
@@ -82,7 +83,8 @@ def config_schemas() -> dict[str, Schema]:
            "properties": {**key["properties"],
                           "value": {"type": ["string", "null"],
                                     "description": "the value (secrets shown as `***`); null "
-                                                   "for a key that is not stored"}}}
+                                                   "for a key that is not stored"},
+                          "workspace": _text("getvalues-all-ws: the item's workspace")}}
     operations = {
         "get": ({"keys": {"type": "array", "items": ref("ConfigKey")}}, ["keys"],
                 "the values of `keys` (a missing key: value null)"),
@@ -97,12 +99,47 @@ def config_schemas() -> dict[str, Schema]:
                             " a secret sent back as `***` keeps the stored one)"),
         "delete": ({"keys": {"type": "array", "minItems": 1, "items": ref("ConfigKey")}},
                    ["keys"], "delete `keys`"),
+        "getvalues-all-ws": ({"type": _text("a config type", minLength=1)}, ["type"],
+                             "every item of `type` in every workspace, in `values`, each "
+                             "with its `workspace` (the request's workspace plays no part; "
+                             "it reads every tenant's items: an admin's operation)"),
+        "history": ({"type": _text("only changes of this config type"),
+                     "key": _text("only changes of this key"),
+                     "limit": {"type": "integer", "minimum": 1, "maximum": 1000,
+                               "default": 20, "description": "how many entries, at most"},
+                     "all-workspaces": {"type": "boolean", "default": False,
+                                        "description": "every workspace's changes and the "
+                                                       "token changes (an admin's operation)"}},
+                    [], "the newest audit entries of the workspace, newest first, in "
+                        "`history`"),
+        "list-workspaces": ({}, [], "the workspaces holding items, in `workspaces` (an "
+                                    "admin's operation)"),
     }
     return {
         "ConfigKey": key,
         "ConfigValue": value,
+        "ConfigHistoryEntry": {
+            "description": "One recorded change: who made it, when, to what.",
+            "type": "object", "additionalProperties": False,
+            "required": ["at", "actor", "workspace", "operation", "type", "key", "version"],
+            "properties": {
+                "at": _text("when: ISO 8601, UTC, milliseconds "
+                            "(`2025-01-31T12:00:00.123Z`)"),
+                "actor": _text("who: a token id, `admin` (the gateway's own token), `local` "
+                               "(no token set) or `bus` (a process on the bus)"),
+                "workspace": {"type": "string"},
+                "operation": {"enum": ["put", "delete", "token-create", "token-revoke"]},
+                "type": _text("the config type (`token` for token changes)"),
+                "key": _text("the key (the token's id for token changes)"),
+                "version": {"type": ["integer", "null"],
+                            "description": "the config version the change made (null for "
+                                           "token changes)"}}},
         "ConfigRequest": {
-            "description": "One of TrustGraph's config operations, chosen by `operation`.",
+            "description": "One of TrustGraph's config operations, chosen by `operation`, or "
+                           "one of toolmesh's (`getvalues-all-ws`, `history`, "
+                           "`list-workspaces`). The gateway sets `actor` (who asked, recorded "
+                           "in the audit) to the caller's identity itself, whatever the body "
+                           "says.",
             "oneOf": [{"title": op, "description": what, "type": "object",
                        "required": ["operation", *required],
                        "properties": {"operation": {"const": op}, "workspace": _WORKSPACE,
@@ -116,12 +153,120 @@ def config_schemas() -> dict[str, Schema]:
             "properties": {
                 "version": {"type": "integer", "description": "the config version after the "
                                                               "operation"},
-                "values": {"type": "array", "items": got, "description": "get, getvalues"},
+                "values": {"type": "array", "items": got,
+                           "description": "get, getvalues, getvalues-all-ws"},
                 "directory": {"type": "array", "items": {"type": "string"},
                               "description": "list"},
                 "config": {"type": "object", "description": "config: `{type: {key: value}}`",
                            "additionalProperties": {"type": "object",
                                                     "additionalProperties": {"type": "string"}}},
+                "history": {"type": "array", "items": ref("ConfigHistoryEntry"),
+                            "description": "history, newest first"},
+                "workspaces": {"type": "array", "items": {"type": "string"},
+                               "description": "list-workspaces"},
+                "error": ref("ServiceError")}},
+    }
+
+
+_SCOPE = {
+    "workspaces": {"type": "array", "items": {"type": "string"},
+                   "description": "the workspaces it may use, the first its default"},
+    "capabilities": {"type": "array",
+                     "items": {"enum": ["config:read", "config:write", "agent",
+                                        "tools:invoke", "admin"]},
+                     "description": "what it may do there"},
+}
+
+
+def token_schemas() -> dict[str, Schema]:
+    described = {"type": "object", "additionalProperties": False,
+                 "required": ["id", "name", "workspaces", "capabilities", "created"],
+                 "properties": {"id": _text("the token's id (its `tmk_<id>_` prefix)"),
+                                "name": _text("its name (may be empty)"), **_SCOPE,
+                                "created": _text("when it was created: ISO 8601, UTC")}}
+    return {
+        "ScopedToken": described,
+        "TokenRequest": {
+            "description": "Manage scoped tokens (needs `admin`; a scoped token with `admin` "
+                           "manages only tokens within its own workspaces and capabilities). "
+                           "The gateway sets `actor` itself.",
+            "oneOf": [
+                {"title": "create", "type": "object",
+                 "required": ["operation", "workspaces", "capabilities"],
+                 "properties": {
+                     "operation": {"const": "create"},
+                     "workspaces": {"description": "the workspaces it may use, the first its "
+                                                   "default",
+                                    "oneOf": [{"type": "string"},
+                                              {"type": "array", "items": {"type": "string"}}]},
+                     "capabilities": {"description": "`config:read`, `config:write`, "
+                                                     "`agent`, `tools:invoke`, `admin`",
+                                      "oneOf": [{"type": "string"},
+                                                {"type": "array",
+                                                 "items": {"type": "string"}}]},
+                     "name": _text("a name to know it by")}},
+                {"title": "list", "type": "object", "required": ["operation"],
+                 "properties": {"operation": {"const": "list"}}},
+                {"title": "revoke", "type": "object", "required": ["operation", "id"],
+                 "properties": {"operation": {"const": "revoke"},
+                                "id": _text("the token's id (`list` shows them)",
+                                            minLength=1)}}]},
+        "TokenResponse": {
+            "description": "create → `token` and `plaintext` (the token itself, shown this "
+                           "once); list → `tokens` (never a token or its digest; a scoped "
+                           "caller sees those within its scope); revoke → `revoked`. A "
+                           "refused operation is an HTTP 200 with `error` (`bad-request`: an "
+                           "unknown operation, revoke without `id`; `config-error`: a bad "
+                           "scope, no such token); a token beyond the caller's scope is a "
+                           "403 `forbidden`.",
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "version": {"type": "integer", "description": "the config version"},
+                "token": ref("ScopedToken"),
+                "plaintext": _text("create: the token (`tmk_...`); it is not stored and "
+                                   "cannot be shown again"),
+                "tokens": {"type": "array", "items": ref("ScopedToken")},
+                "revoked": _text("revoke: the id of the revoked token"),
+                "error": ref("ServiceError")}},
+    }
+
+
+def iam_schemas() -> dict[str, Schema]:
+    workspace = {"type": "object", "required": ["id", "name", "enabled", "created"],
+                 "properties": {"id": {"type": "string"}, "name": {"type": "string"},
+                                "enabled": {"type": "boolean"},
+                                "created": {"type": "string"}}}
+    return {
+        "IamRequest": {
+            "description": "TrustGraph's iam questions, as far as toolmesh's tokens answer "
+                           "them (for `tg-whoami`, `tg-list-my-workspaces`, "
+                           "`tg-list-workspaces`); TrustGraph's users, passwords and API keys "
+                           "are not modelled: other operations answer `error` "
+                           "(`bad-request`).",
+            "type": "object", "required": ["operation"],
+            "properties": {
+                "operation": {"type": "string", "examples": ["whoami", "list-my-workspaces",
+                                                             "list-workspaces"],
+                              "description": "`whoami`, `list-my-workspaces` (any caller); "
+                                             "`list-workspaces` (`admin` in every "
+                                             "workspace)"}}},
+        "IamResponse": {
+            "type": "object",
+            "properties": {
+                "user": {"type": "object", "description": "whoami: the caller (a token id, "
+                         "`admin` or `local`); `roles` are its capabilities",
+                         "required": ["id", "username", "workspace", "roles", "enabled"],
+                         "properties": {
+                             "id": {"type": "string"}, "username": {"type": "string"},
+                             "name": {"type": "string"}, "email": {"type": "string"},
+                             "workspace": _text("its default workspace"),
+                             "roles": {"type": "array", "items": {"type": "string"}},
+                             "enabled": {"type": "boolean"},
+                             "must_change_password": {"type": "boolean"},
+                             "created": {"type": "string"}}},
+                "workspaces": {"type": "array", "items": workspace,
+                               "description": "list-my-workspaces: the caller's; "
+                                              "list-workspaces: those holding items"},
                 "error": ref("ServiceError")}},
     }
 
@@ -190,6 +335,79 @@ def agent_schemas() -> dict[str, Schema]:
                                             "progress": {"type": "number"},
                                             "total": {"type": "number"},
                                             "message": {"type": "string"}}},
+                **_usage("on the dialog's last message (`end_of_dialog: true`): the tokens "
+                         "of every LLM answer of the dialog, summed, and the last model"),
+                "error": ref("ServiceError")}},
+    }
+
+
+def _usage(where: str) -> dict[str, Schema]:
+    """The token-usage fields (TrustGraph's), left out when the LLM reported none."""
+    return {"in_token": {"type": "integer", "minimum": 0,
+                         "description": f"tokens the LLM read ({where})"},
+            "out_token": {"type": "integer", "minimum": 0,
+                          "description": f"tokens the LLM wrote ({where})"},
+            "model": _text(f"the model that answered ({where})")}
+
+
+def prompt_schemas() -> dict[str, Schema]:
+    return {
+        "PromptRequest": {
+            "description": "A prompt template completed by the LLM (TrustGraph's prompt "
+                           "service).",
+            "type": "object", "required": ["id"],
+            "properties": {
+                "id": _text("the template's id: one `tg-show-prompts` lists (e.g. "
+                            "`question`)", minLength=1),
+                "variables": {"type": "object", "description": "the template's variables, "
+                              "their values as they are (what TrustGraph's clients send); "
+                              "they replace `terms`"},
+                "terms": {"type": "object", "additionalProperties": {"type": "string"},
+                          "description": "the template's variables, each value as JSON text "
+                                         "(the prompt service's own wire)"},
+                "streaming": {"type": "boolean", "default": False,
+                              "description": "over the WebSocket, true streams the text in "
+                                             "pieces (a `json` template answers in one); "
+                                             "REST joins them into one body"},
+                "workspace": _WORKSPACE}},
+        "PromptResponse": {
+            "description": "`text` (a `text` template) or `object` (the JSON text a `json` "
+                           "template's answer holds), or `error` (`prompt-error`: an unknown "
+                           "template, a variable it lacks, an answer that is not JSON; "
+                           "`llm-error`). Streamed, every piece has `end_of_stream: false` "
+                           "and the last one, `true`, carries the usage.",
+            "type": "object",
+            "properties": {
+                "text": {"type": "string"},
+                "object": _text("the JSON text of a `json` template's answer"),
+                "end_of_stream": {"type": "boolean"},
+                **_usage("when the LLM reported it"),
+                "error": ref("ServiceError")}},
+    }
+
+
+def text_completion_schemas() -> dict[str, Schema]:
+    return {
+        "TextCompletionRequest": {
+            "description": "One completion by the LLM (TrustGraph's text-completion service).",
+            "type": "object", "required": ["prompt"],
+            "properties": {
+                "system": _text("the system prompt (default none)"),
+                "prompt": _text("what to complete"),
+                "streaming": {"type": "boolean", "default": False,
+                              "description": "over the WebSocket, true streams the answer in "
+                                             "pieces; REST joins them into one body"},
+                "workspace": _WORKSPACE}},
+        "TextCompletionResponse": {
+            "description": "The answer in `response`, or `error` (`llm-error`: the LLM could "
+                           "not answer; `malformed-request`). Streamed, every piece has "
+                           "`end_of_stream: false` and the last one (`response: \"\"`, "
+                           "`end_of_stream: true`) carries the usage.",
+            "type": "object",
+            "properties": {
+                "response": {"type": "string"},
+                "end_of_stream": {"type": "boolean"},
+                **_usage("when the LLM reported it"),
                 "error": ref("ServiceError")}},
     }
 
@@ -313,8 +531,8 @@ def socket_schemas() -> dict[str, Schema]:
             "type": "object", "required": ["id", "service", "request"],
             "properties": {
                 "id": request_id,
-                "service": _text("a service name: config, flow, agent, mcp-tool, "
-                                 "tool-service, agent-tools"),
+                "service": _text("a service name: config, flow, token, iam, agent, mcp-tool, "
+                                 "tool-service, agent-tools, prompt, text-completion"),
                 "flow": _text("the flow of a per-flow service (default `default`)"),
                 "workspace": _text("the workspace (default `default`)"),
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
@@ -337,6 +555,8 @@ def socket_schemas() -> dict[str, Schema]:
 
 
 def all_schemas() -> dict[str, Schema]:
-    return {**error_schemas(), **health_schemas(), **config_schemas(), **flow_schemas(),
-            **agent_schemas(), **mcp_tool_schemas(), **tool_service_schemas(),
+    return {**error_schemas(), **health_schemas(), **config_schemas(), **token_schemas(),
+            **iam_schemas(), **flow_schemas(),
+            **agent_schemas(), **prompt_schemas(), **text_completion_schemas(),
+            **mcp_tool_schemas(), **tool_service_schemas(),
             **agent_tools_schemas(), **socket_schemas()}
