@@ -143,7 +143,7 @@ async def load_config(c: Cluster, gateway: str, *, topic: str, mcp_url: str) -> 
     # Every agent and mcp-tool process applies config pushed over the bus; wait until they say so.
     await c.procs["agent"].wait_for(r"tools .*(ask-replica.*get-weather|get-weather.*ask-replica)",
                                     after=agent_log)
-    await c.procs["mcp-tool"].wait_for(r"MCP tools weather", after=mcp_log)
+    await c.procs["mcp-tool"].wait_for(r"MCP tools of workspace .default.: weather", after=mcp_log)
 
 
 async def ask(http: aiohttp.ClientSession, gateway: str, question: str,

@@ -229,7 +229,7 @@ async def test_sigterm_to_every_part_with_a_dialog_hanging_on_a_tool(
                                           "--drain-timeout", f"{DRAIN:g}")
                                for name, args in parts.items()))
         url = await gateway_url(c.procs["gateway"])
-        await c.procs["agent"].wait_for(r"tools wait-forever")
+        await c.procs["agent"].wait_for(r"tools of workspace .default.: wait-forever")
 
         # one dialog over REST, one over the WebSocket, both held by the tool service
         rest = asyncio.ensure_future(http.post(
