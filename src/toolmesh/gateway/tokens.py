@@ -191,6 +191,15 @@ class _Forwarding:
         self._registry = registry
         self._config = registry.config
 
+    per_flow = False
+
+    async def call(self, request: dict[str, Any], *, workspace: str,
+                   flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
+        yield await self._answer(request), True
+
+    async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
     async def start(self) -> None:
         return None  # the registry and the config client are started by the gateway
 
@@ -227,11 +236,6 @@ class TokenService(_Forwarding):
     """The gateway's ``token`` service (see the module docstring)."""
 
     name = "token"
-    per_flow = False
-
-    async def call(self, request: dict[str, Any], *, workspace: str,
-                   flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
-        yield await self._answer(request), True
 
     async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         caller = await self._caller(request)
@@ -285,11 +289,6 @@ class IamService(_Forwarding):
     """TrustGraph's ``iam`` service, as far as toolmesh's tokens answer it."""
 
     name = "iam"
-    per_flow = False
-
-    async def call(self, request: dict[str, Any], *, workspace: str,
-                   flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
-        yield await self._answer(request), True
 
     async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         caller = await self._caller(request)
