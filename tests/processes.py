@@ -17,11 +17,14 @@ def env() -> dict[str, str]:
 
 
 async def start_toolmesh(*args: str, ready: str = "ready:", timeout: float = 30,
-                         extra_env: dict[str, str] | None = None
+                         extra_env: dict[str, str] | None = None, cwd: Path | None = None,
+                         as_user: bool = False
                          ) -> tuple[asyncio.subprocess.Process, list[str]]:
-    """Run ``python -m toolmesh.cli.main ARGS``; return once stderr shows ``ready``."""
+    """Run ``python -m toolmesh.cli.main ARGS`` (``as_user``: the console script); return once
+    stderr shows ``ready``."""
+    command = [console_script()] if as_user else [sys.executable, "-m", "toolmesh.cli.main"]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", *args, env={**env(), **(extra_env or {})},
+        *command, *args, env={**env(), **(extra_env or {})}, cwd=cwd,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     lines: list[str] = []
     assert proc.stderr is not None
@@ -35,11 +38,22 @@ async def start_toolmesh(*args: str, ready: str = "ready:", timeout: float = 30,
                 return proc, lines
 
 
+def console_script() -> str:
+    """The installed ``toolmesh`` command beside this Python: what a user runs. Unlike
+    ``python -m``, it does not put the current folder on the import path by itself."""
+    path = Path(sys.executable).parent / "toolmesh"
+    assert path.exists(), f"no toolmesh console script at {path}: pip install -e ."
+    return str(path)
+
+
 async def run_toolmesh(*args: str, timeout: float = 60, stdin_text: str | None = None,
-                       extra_env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """Run a toolmesh command to completion: ``(exit code, stdout, stderr)``."""
+                       extra_env: dict[str, str] | None = None, cwd: Path | None = None,
+                       as_user: bool = False) -> tuple[int, str, str]:
+    """Run a toolmesh command to completion: ``(exit code, stdout, stderr)``; ``as_user``:
+    through the console script, as a user would (else ``python -m``)."""
+    command = [console_script()] if as_user else [sys.executable, "-m", "toolmesh.cli.main"]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", *args, env={**env(), **(extra_env or {})},
+        *command, *args, env={**env(), **(extra_env or {})}, cwd=cwd,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     data = stdin_text.encode() if stdin_text is not None else None

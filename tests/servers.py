@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,12 +32,14 @@ async def _drain(stream: asyncio.StreamReader | None, lines: list[str]) -> None:
 
 @asynccontextmanager
 async def toolmesh_serve(data_dir: Path, *extra: str, store: bool = True,
-                         extra_env: dict[str, str] | None = None) -> AsyncIterator[Served]:
+                         extra_env: dict[str, str] | None = None, cwd: Path | None = None,
+                         as_user: bool = False) -> AsyncIterator[Served]:
     """Run ``toolmesh serve --port 0`` with its data in ``data_dir`` (its config store there
-    unless ``store`` is false); yield its URL."""
+    unless ``store`` is false); yield its URL. ``cwd``, ``as_user``: as for
+    :func:`~tests.processes.start_toolmesh`."""
     where = ["--config-store", str(data_dir / "config.db")] if store else []
     proc, lines = await start_toolmesh("serve", "--port", "0", *where, *extra,
-                                       extra_env=extra_env)
+                                       extra_env=extra_env, cwd=cwd, as_user=as_user)
     found = [m.group(1) for line in lines if (m := re.search(r"gateway listening on (\S+)", line))]
     drain = asyncio.create_task(_drain(proc.stderr, lines))
     try:
@@ -78,3 +80,41 @@ async def keys(served: Served, type: str) -> list[str]:
     code, out, err = await run_toolmesh("config", "list", type, "--url", served.url)
     assert code == 0, err
     return out.split()
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path, *extra: str, cwd: Path | None = None,
+            as_user: bool = False) -> Iterator[Served]:
+    """``toolmesh serve --port 0`` for the tests of a module (a synchronous context, so a
+    module-scoped fixture can share one server among its tests); stops it on exit."""
+    import subprocess
+    import sys
+    import threading
+
+    from tests.processes import console_script, env
+
+    command = [console_script()] if as_user else [sys.executable, "-m", "toolmesh.cli.main"]
+    proc = subprocess.Popen(
+        [*command, "serve", "--port", "0", "--config-store", str(data_dir / "config.db"), *extra],
+        env={**env(), "TOOLMESH_DATA_DIR": str(data_dir)}, cwd=cwd, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    url: str | None = None
+    for line in proc.stderr:
+        lines.append(line)
+        if (m := re.search(r"gateway listening on (\S+)", line)):
+            url = m.group(1)
+        if "ready:" in line or "Traceback" in line:
+            break
+    # keep reading: a process whose stderr pipe fills up blocks on its next log line
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+    try:
+        assert url is not None and proc.poll() is None, "".join(lines)
+        yield Served(url, proc, data_dir, lines)  # type: ignore[arg-type]
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        reader.join(5)
+        proc.stderr.close()

@@ -179,9 +179,10 @@ async def test_a_failure_during_a_stream_ends_it_with_an_error_response(
             got.append(message)
     assert [m["response"] for m in got] == ["partial "]
     assert (e.value.type, e.value.message) == ("llm-error", "the connection dropped mid-answer")
+    # a bug (not an LLMError) is named by its type: a bare message would not say it is one
     with pytest.raises(RequestError) as e:
         await raw.request({"prompt": "p"}, timeout=TIMEOUT)
-    assert (e.value.type, e.value.message) == ("llm-error", "a bug in the provider")
+    assert (e.value.type, e.value.message) == ("llm-error", "RuntimeError: a bug in the provider")
 
 
 class Gate:

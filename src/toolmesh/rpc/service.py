@@ -4,7 +4,8 @@ A :class:`Service` subclass implements :meth:`Service.handle`, which may answer 
 of times through ``reply``; every answer carries the request's ``id``. Requests are handled
 concurrently (up to ``concurrency`` at once). Nothing a request contains can stop the service:
 a body that is not a JSON object gets an error response (when it has an id, otherwise it is
-logged), and an exception in ``handle`` becomes an error response.
+logged), and an exception in ``handle`` becomes an error response (``KeyError: 'text'``: its
+type and text, :meth:`Service.describe_failure`; the traceback goes to the log).
 
 Deadlines: a request that says how long its caller waits (:mod:`toolmesh.rpc.deadline`) is
 handled under that deadline — calls made for it end sooner, and a handler still running when
@@ -71,6 +72,16 @@ class Service(ABC):
     def error_response(self, error: dict[str, str]) -> dict[str, Any]:
         """The response that carries ``error`` (``{"type", "message"}``) for this service."""
         return {"error": error}
+
+    def describe_failure(self, error: Exception) -> str:
+        """The message a caller gets when :meth:`handle` raised ``error``, an exception no
+        one meant to send (a :class:`ToolmeshError` keeps its own message).
+
+        The exception's type and text: ``str()`` alone can be as bare as ``'text'`` (a
+        KeyError), which tells the caller nothing. Subclasses add where it came from.
+        """
+        text = str(error)
+        return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
     async def start(self) -> None:
         """Open the response producer, then start consuming requests."""
@@ -161,9 +172,10 @@ class Service(ABC):
                 "message": f"{type(self).__name__} stopped before it finished this request; "
                            "send it again"}))
         except Exception as e:
-            log.warning("request %s on %s raised %s", request_id, self.request_queue,
-                        type(e).__name__, exc_info=True)
-            await reply(self.error_response({"type": self.error_type,
-                                             "message": str(e) or type(e).__name__}))
+            message = self.describe_failure(e)
+            # the traceback is for the service's author; the caller gets the one line
+            log.warning("request %s on %s failed: %s", request_id, self.request_queue,
+                        message, exc_info=True)
+            await reply(self.error_response({"type": self.error_type, "message": message}))
         finally:
             self._handling.discard(task)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def topic_queues(topic: str) -> tuple[str, str]:
-    """The default request and response queues of a short topic name (SPEC §2)."""
+    """The default request and response queues of a short topic name."""
     return f"non-persistent://tg/request/{topic}", f"non-persistent://tg/response/{topic}"
 
 

@@ -1,7 +1,8 @@
-"""The joke service of SPEC §2: the smallest useful tool service, shipped as an example.
+"""The joke service: the smallest useful tool service, shipped as an example.
 
-Load its config items (``toolmesh/tools/services/joke-service.json`` and ``tell-joke.json``
-in the README) and an agent can tell jokes; run it with ``toolmesh run-service joke``.
+Its config items are ``examples/joke/joke-service.json`` and ``tell-joke.json`` — what its
+:data:`DEFINITION` describes, so ``toolmesh tool-service register joke`` writes the same. Run
+it with ``toolmesh run joke``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from toolmesh.errors import ServiceError
+from toolmesh.tools.definition import Argument, ConfigParam, Tool, ToolServiceDefinition
 from toolmesh.tools.service import DynamicToolService
 
 JOKES: dict[str, dict[str, list[str]]] = {
@@ -65,8 +67,20 @@ def tell_joke(user: str, config: dict[str, Any], arguments: dict[str, Any]) -> s
     return f"Hey {user}! Here's a {style} for you:\n\n{pick_joke(topic, str(style))}"
 
 
+DEFINITION = ToolServiceDefinition(
+    id="joke-service",
+    topic="joke",
+    config_params=[ConfigParam("style")],
+    tools=[Tool("tell-joke", "Tell a joke on a given topic", config={"style": "pun"},
+                arguments=[Argument("topic", "string", "The topic for the joke (e.g., "
+                                    "programming, animals, food)")])],
+)
+
+
 class JokeService(DynamicToolService):
     """Tells a joke: ``style`` from config (default ``pun``), ``topic`` from the arguments."""
+
+    definition = DEFINITION
 
     async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
         return tell_joke(user, config, arguments)
@@ -74,6 +88,8 @@ class JokeService(DynamicToolService):
 
 class StreamingJokeService(DynamicToolService):
     """The joke service answering word by word, to show a streamed tool-service response."""
+
+    definition = DEFINITION
 
     async def invoke(self, user: str, config: dict[str, Any],
                      arguments: dict[str, Any]) -> AsyncIterator[str]:

@@ -1,0 +1,21 @@
+"""A tool service that counts words: the README's "Write a tool service" example."""
+
+from typing import Any
+
+from toolmesh.tools import Argument, DynamicToolService, Tool, ToolServiceDefinition
+
+
+class WordCount(DynamicToolService):
+    """Counts the words of a text."""
+
+    # What the service offers the agent; `toolmesh tool-service register` writes it as config.
+    definition = ToolServiceDefinition(
+        id="word-count",
+        tools=[Tool("count-words", "Count the words in a text",
+                    arguments=[Argument("text", "string", "The text whose words to count",
+                                        required=True)])],
+    )
+
+    async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
+        words = arguments["text"].split()
+        return f"{len(words)} words"
