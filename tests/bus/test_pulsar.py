@@ -13,8 +13,28 @@ pytestmark = pytest.mark.pulsar
 async def test_an_unreachable_broker_is_a_clear_error() -> None:
     url = f"pulsar://127.0.0.1:{free_port()}"
     with pytest.raises(BusError, match=r"cannot connect to Pulsar at pulsar://127\.0\.0\.1:\d+: "
-                                       r"no answer within 1 s"):
+                                       r"nothing is listening at 127\.0\.0\.1:\d+ "
+                                       r"\(is Pulsar running\?\)$"):
         await connect(url, connect_timeout=1)
+
+
+async def test_a_server_that_never_answers_is_a_clear_error() -> None:
+    import asyncio
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # accepts, and never says a word
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(BusError, match=rf"cannot connect to Pulsar at pulsar://127\.0\.0\.1:"
+                                           rf"{port}: no Pulsar broker answered at 127\.0\.0\.1:"
+                                           rf"{port} within 1 s, though something listens "
+                                           r"there \(is it Pulsar's port, 6650 by default\?"):
+            await connect(f"pulsar://127.0.0.1:{port}", connect_timeout=1)
+    finally:
+        server.close()
 
 
 @pytest.mark.parametrize(("query", "complaint"), [

@@ -77,7 +77,14 @@ async def test_websocket_agent_streams_spec_messages(served: Served) -> None:
         while not frames or not frames[-1]["complete"]:
             frames.append(await ws.receive_json(timeout=30))
     messages = [f["response"] for f in frames]
-    assert {m["message_type"] for m in messages} == {"thought", "observation", "answer"}
+    assert {m["message_type"] for m in messages} == {"thought", "tool-call", "observation",
+                                                     "answer"}
+    # the action comes before its observation, with the tool and its arguments
+    kinds = [m["message_type"] for m in messages]
+    call = messages[kinds.index("tool-call")]
+    assert kinds.index("tool-call") < kinds.index("observation")
+    assert (call["tool"], call["arguments"], call["content"]) == (
+        "tell-joke", {"topic": "food"}, 'tell-joke {"topic": "food"}')
     assert all(f["id"] == "a1" for f in frames)
     assert [f["complete"] for f in frames].count(True) == 1
     answer = "".join(m["content"] for m in messages if m["message_type"] == "answer")

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from toolmesh.agent.action import tool_call_message
 from toolmesh.agent.observation import DEFAULT_MAX_OBSERVATION, cut
 from toolmesh.agent.parser import Action, FinalAnswer, ParseFailure, Reply, parse_reply
 from toolmesh.agent.progress import ProgressRelay
@@ -112,6 +113,8 @@ class ReactLoop:
                             observation=f"Error: your reply could not be parsed: {reply.problem}. "
                                         + PROTOCOL_HINT)
             else:
+                # before the call: its progress and its observation follow it
+                await emit(tool_call_message(reply.name, reply.arguments))
                 observation, ok = await self._act(reply, offered, request.user, emit)
                 # it goes into every later prompt of the dialog: a huge result must not
                 observation = cut(observation, limit=self.options.max_observation)

@@ -29,8 +29,10 @@ producer's queue until it is back, up to ``publish_timeout``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import socket
 import sys
 import uuid
 from collections.abc import Mapping
@@ -77,11 +79,46 @@ def _client_logger() -> Any:
     """Where the C++ client logs: stderr, warnings and errors only.
 
     Not a Python logger: the client calls it from its own threads, and at interpreter exit
-    that aborts the process; its console logger writes to stdout, which is the CLI's output.
+    that aborts the process ("terminate called without an active exception", still so with
+    pulsar-client 3.13); its console logger writes to stdout, which is the CLI's output. So
+    these lines cannot be filtered: :func:`_unreachable` keeps the commonest start-up
+    failures from reaching the client at all.
     """
     if os.path.exists("/dev/stderr"):
         return pulsar.FileLogger(pulsar.LoggerLevel.Warn, "/dev/stderr")
     return pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+
+
+async def _unreachable(service_url: str, timeout: float) -> str | None:
+    """Why no broker can answer at ``service_url`` (nothing listens, the host name does not
+    resolve, no answer), found with a plain TCP connection; None when something listens.
+
+    Asked before the client is made: given an address where nothing listens, pulsar-client
+    retries until its timeout and prints every attempt to stderr from C++, and its own
+    error then says only "no answer" or ``ConnectError``.
+    """
+    parts = urlsplit(service_url)
+    if "," in parts.netloc:
+        return None  # several brokers: the client tries each
+    try:
+        port = parts.port or (6651 if parts.scheme == "pulsar+ssl" else 6650)
+    except ValueError:
+        return None  # the client says what is wrong with the URL
+    host = parts.hostname or "localhost"
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except socket.gaierror:
+        return f"cannot resolve the host name {host!r} (check the host in the bus URL)"
+    except ConnectionRefusedError:
+        return f"nothing is listening at {host}:{port} (is Pulsar running?)"
+    except TimeoutError:
+        return f"no answer from {host}:{port} within {timeout:g} s (is the host reachable?)"
+    except OSError as e:
+        return f"cannot reach {host}:{port}: {e.strerror or e}"
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
 
 
 def _pulsar_error(e: BaseException) -> str:
@@ -208,6 +245,9 @@ class PulsarBus(BusLifecycle[PulsarSubscription]):
         if pulsar is None:
             raise BusError("the Pulsar backend needs pulsar-client: pip install 'toolmesh[pulsar]'")
         service_url, options = _split_url(url)
+        reason = await _unreachable(service_url, connect_timeout)
+        if reason is not None:
+            raise BusError(f"cannot connect to Pulsar at {mask_url(url)}: {reason}")
         try:
             client = Client(service_url, logger=_client_logger(),
                             operation_timeout_seconds=max(1, int(publish_timeout)),
@@ -224,8 +264,13 @@ class PulsarBus(BusLifecycle[PulsarSubscription]):
                 connect_timeout)
         except (asyncio.TimeoutError, PulsarException) as e:
             await bus.close()
-            if isinstance(e, asyncio.TimeoutError):
-                detail = f"no answer within {connect_timeout:g} s"
+            # Something listens (see _unreachable), yet no broker answered: the client's own
+            # connection timeout (ConnectError) and ours are the same news.
+            if isinstance(e, asyncio.TimeoutError) or e.error() == pulsar.Result.ConnectError:
+                detail = (f"no Pulsar broker answered at {urlsplit(service_url).netloc} within "
+                          f"{connect_timeout:g} s, though something listens there (is it "
+                          "Pulsar's port, 6650 by default? does the broker advertise an "
+                          "address this machine can reach?)")
             else:
                 # A broker that answers but refuses the lookup usually lacks the namespaces.
                 detail = (f"{_pulsar_error(e)} (do the tenant 'tg' and the namespaces "

@@ -1,4 +1,4 @@
-"""Queue ids: the two spellings of SPEC §4, parsed once into one value.
+"""Queue ids: the two spellings (``request:tg:joke`` ≡ ``non-persistent://tg/request/joke``), parsed once into one value.
 
 ``non-persistent://tg/request/joke`` and ``request:tg:joke`` name the same queue;
 ``persistent://tg/flow/x`` and ``flow:tg:x`` too. Topic names may contain ``:`` (and, in the

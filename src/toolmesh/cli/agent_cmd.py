@@ -1,5 +1,5 @@
 """``toolmesh agent "question"``: ask the agent through the gateway's WebSocket and print the
-answer as it streams (thoughts and observations too with ``-v``)."""
+answer as it streams (with ``-v`` also each thought, tool call and observation)."""
 
 from __future__ import annotations
 
@@ -24,15 +24,26 @@ def add_parser(commands: Any) -> None:
     p.add_argument("-s", "--state", help="the state the dialog starts in")
     p.add_argument("--user", default=None, help="the user tools run for")
     p.add_argument("--no-streaming", action="store_true", help="wait for whole messages")
-    p.add_argument("-v", "--verbose", action="store_true", help="show thoughts and observations")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show each thought, tool call and observation (on stderr)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds the dialog may take (the gateway's agent deadline caps it; "
                         "default: %(default)s)")
     p.set_defaults(run=run)
 
 
+#: the start of an observation that reports a failure (agent/react.py writes them so)
+ERROR_PREFIX = "Error: "
+#: the most characters of a tool call's line shown: arguments can be a whole document
+CALL_WIDTH = 300
+
+
 class Printer:
-    """Prints messages as they come: the answer on stdout, the rest (with -v) on stderr."""
+    """Prints messages as they come: the answer on stdout, the rest (with -v) on stderr.
+
+    With -v, each step shows as: 🤔 the thought (streamed), 🔧 the tool called with its
+    arguments, ⏳ its progress reports, then 💡 what it answered or ❌ why it failed.
+    """
 
     def __init__(self, verbose: bool) -> None:
         self.verbose = verbose
@@ -45,20 +56,40 @@ class Printer:
                 print(file=sys.stderr, flush=True)
             self.current = "answer"
             print(content, end="", flush=True)
-        elif kind in ("thought", "observation") and self.verbose and content:
-            if self.current != m.get("message_id"):
-                print(("\n" if self.current else "") + ("🤔 " if kind == "thought" else "💡 "),
-                      end="", file=sys.stderr)
-                self.current = m.get("message_id")
-            print(content, end="", file=sys.stderr, flush=True)
-        elif kind == "progress" and self.verbose and content:
-            # a whole report per message: a line of its own
-            print(("\n" if self.current else "") + "⏳ " + content, end="", file=sys.stderr,
-                  flush=True)
+        elif not self.verbose or not content:
+            return
+        elif kind == "thought":
+            self._stream("🤔 ", content, m)
+        elif kind == "observation":
+            if content.startswith(ERROR_PREFIX):
+                self._line("❌ ", content[len(ERROR_PREFIX):], m)
+            else:
+                self._stream("💡 ", content, m)
+        elif kind == "tool-call":
+            self._line("🔧 ", shorten(content, CALL_WIDTH), m)
+        elif kind == "progress":
+            self._line("⏳ ", content, m)
+
+    def _stream(self, mark: str, content: str, m: dict[str, Any]) -> None:
+        """A message that may come in pieces: its first piece starts a line."""
+        if self.current != m.get("message_id"):
+            print(("\n" if self.current else "") + mark, end="", file=sys.stderr)
             self.current = m.get("message_id")
+        print(content, end="", file=sys.stderr, flush=True)
+
+    def _line(self, mark: str, content: str, m: dict[str, Any]) -> None:
+        """A whole message: a line of its own."""
+        print(("\n" if self.current else "") + mark + content, end="", file=sys.stderr,
+              flush=True)
+        self.current = m.get("message_id")
 
     def done(self) -> None:
         print(flush=True)
+
+
+def shorten(text: str, width: int) -> str:
+    """``text``, cut to ``width`` characters with an ellipsis when longer."""
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 async def run(args: argparse.Namespace) -> int:

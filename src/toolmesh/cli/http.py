@@ -6,14 +6,18 @@ event loop with an HTTP client library.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolmesh.errors import ToolmeshError
 from toolmesh.schema.json_object import json_object
+from toolmesh.urls import mask_url
 
 DEFAULT_URL = "http://localhost:8888/"
 
@@ -74,7 +78,7 @@ class GatewayClient:
         except urllib.error.HTTPError as e:
             raise CliError(self._http_error(e)) from None
         except urllib.error.URLError as e:
-            raise CliError(f"cannot reach the gateway at {self.url}: {e.reason}") from None
+            raise CliError(gateway_unreachable(self.url, e.reason)) from None
         except TimeoutError:
             raise CliError(f"the gateway at {self.url} did not answer within "
                            f"{deadline + MARGIN:g} s: is it `toolmesh serve` (or `toolmesh run "
@@ -102,6 +106,37 @@ class GatewayClient:
                     + ("the token is wrong" if self.token else "it needs a token (--token or "
                        "TOOLMESH_TOKEN)"))
         return f"gateway error {e.code}: {_describe(error) if error else e.reason}"
+
+
+def gateway_unreachable(url: str, reason: object) -> str:
+    """One line saying the gateway at ``url`` could not be reached, why (``reason``: the
+    connection's error), and what to do about it."""
+    where = f"cannot reach the gateway at {mask_url(url)}"
+    cause = _os_error(reason)
+    if isinstance(cause, ConnectionRefusedError) \
+            or getattr(cause, "errno", None) == errno.ECONNREFUSED:
+        return (f"{where}: nothing is listening there (start it with `toolmesh serve`, or "
+                "give its URL with -u or TOOLMESH_URL)")
+    if isinstance(cause, socket.gaierror):
+        return (f"{where}: cannot resolve the host name {urlsplit(url).hostname!r} (check "
+                "-u or TOOLMESH_URL)")
+    detail = getattr(cause, "strerror", None) or str(reason)
+    return f"{where}: {' '.join(detail.split())} (is `toolmesh serve` running there?)"
+
+
+def _os_error(reason: object) -> BaseException | None:
+    """The operating system's error under a connection error (aiohttp and urllib wrap it)."""
+    chain: list[BaseException] = []
+    seen = reason if isinstance(reason, BaseException) else None
+    while seen is not None and seen not in chain and len(chain) < 5:
+        chain.append(seen)
+        inner = getattr(seen, "os_error", None)  # aiohttp's ClientConnectorError
+        seen = inner if isinstance(inner, BaseException) else (seen.__cause__ or seen.__context__)
+    for kind in (ConnectionRefusedError, socket.gaierror, OSError):
+        for e in chain:
+            if isinstance(e, kind):
+                return e
+    return None
 
 
 def _describe(error: Any) -> str:

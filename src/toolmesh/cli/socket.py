@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from toolmesh.cli.http import CliError
+from toolmesh.cli.http import CliError, gateway_unreachable
 
 if TYPE_CHECKING:
     import aiohttp
@@ -40,7 +40,7 @@ async def gateway_socket(url: str, token: str | None
                 raise CliError(f"the gateway refused the token: {auth.get('error', auth)}")
             yield ws
     except aiohttp.ClientError as e:
-        raise CliError(f"cannot reach the gateway at {address}: {e}") from None
+        raise CliError(gateway_unreachable(address, e)) from None
 
 
 async def frames(ws: aiohttp.ClientWebSocketResponse, *, timeout: float

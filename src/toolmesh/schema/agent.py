@@ -1,4 +1,4 @@
-"""Agent wire messages (SPEC §5), TrustGraph's shapes.
+"""Agent wire messages, TrustGraph's shapes (docs/api.md).
 
 Request: ``{"question", "state"?, "group"?, "history"?: [{"thought", "action", "arguments",
 "observation"}], "user"?, "streaming"?}``.
@@ -7,9 +7,11 @@ Response messages: ``{"message_type": "thought"|"observation"|"answer"|"error", 
 "end_of_message", "end_of_dialog", "message_id", "error"}``; the final answer also carries
 ``"answer"`` (the whole answer) for older clients. The dialog's last message (``end_of_dialog``)
 carries its token usage, as TrustGraph's does: ``"in_token"`` and ``"out_token"`` summed over
-every LLM answer of the dialog (``null`` when the LLM reported none) and the last ``"model"``. ``"progress"`` messages (a tool's progress
-report, with a ``progress`` object; see :mod:`toolmesh.agent.progress`) are toolmesh's own:
-TrustGraph's clients skip types they do not know.
+every LLM answer of the dialog (``null`` when the LLM reported none) and the last
+``"model"``. ``"tool-call"`` messages (the tool a step calls, with ``tool`` and ``arguments``,
+sent before it runs; see :mod:`toolmesh.agent.action`) and ``"progress"`` messages (a tool's
+progress report, with a ``progress`` object; see :mod:`toolmesh.agent.progress`) are
+toolmesh's own: TrustGraph's clients skip types they do not know.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Literal
 from toolmesh.errors import ServiceError
 from toolmesh.schema.json_object import json_object
 
-MessageType = Literal["thought", "observation", "answer", "error", "progress"]
+MessageType = Literal["thought", "tool-call", "observation", "answer", "error", "progress"]
 
 DEFAULT_USER = "trustgraph"
 

@@ -319,16 +319,22 @@ def agent_schemas() -> dict[str, Schema]:
             "type": "object",
             "required": ["message_type", "content", "end_of_message", "end_of_dialog"],
             "properties": {
-                "message_type": {"enum": ["thought", "observation", "answer", "error",
-                                          "progress"],
-                                 "description": "`progress`: a tool's progress report "
-                                                "(toolmesh's own; TrustGraph's clients skip it)"},
+                "message_type": {"enum": ["thought", "tool-call", "observation", "answer",
+                                          "error", "progress"],
+                                 "description": "`tool-call`: the tool a step calls, before "
+                                                "it runs; `progress`: a tool's progress report "
+                                                "(both toolmesh's own; TrustGraph's clients "
+                                                "skip them)"},
                 "content": {"type": "string"},
                 "end_of_message": {"type": "boolean"},
                 "end_of_dialog": {"type": "boolean"},
                 "message_id": {"type": "string"},
                 "answer": _text("the whole answer, on the final answer message (for older "
                                 "clients)"),
+                "tool": _text("on `tool-call` messages: the tool called"),
+                "arguments": {"type": "object",
+                              "description": "on `tool-call` messages: the arguments it is "
+                                             "called with"},
                 "progress": {"type": "object",
                              "description": "on `progress` messages: the tool and its report",
                              "properties": {"tool": {"type": "string"},
