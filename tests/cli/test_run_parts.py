@@ -85,10 +85,11 @@ async def test_a_tool_service_process_takes_its_settings_from_the_environment(
         assert await asyncio.wait_for(proc.wait(), 20) == 0
 
 
-async def test_run_refuses_an_unknown_part_in_one_line() -> None:
+async def test_run_refuses_an_unknown_part_with_its_usage() -> None:
     code, out, err = await run_toolmesh("run", "nonsense")
-    assert code == 1 and out == ""
-    assert err.strip().splitlines() == [
-        "toolmesh: error: unknown part 'nonsense'; parts: config, text-completion, prompt, "
-        "mcp-tool, agent, joke, gateway, a built-in tool service (joke, joke-streaming) or "
-        "MODULE:CLASS"]
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("usage: toolmesh run ")
+    assert lines[-1].startswith("toolmesh run: error: argument PART: invalid choice: "
+                                "'nonsense' (choose from 'config', 'gateway', ")
+    assert "Traceback" not in err

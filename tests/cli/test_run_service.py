@@ -1,4 +1,5 @@
-"""`toolmesh run-service` and `toolmesh demo` as a user runs them: real processes."""
+"""`toolmesh run-service` (an alias of `toolmesh run`) and `toolmesh demo` as a user runs them:
+real processes."""
 
 from __future__ import annotations
 
@@ -49,8 +50,13 @@ async def test_any_subclass_runs_by_module_and_class(rabbitmq: Backend) -> None:
 
 @pytest.mark.parametrize(("args", "complaint"), [
     (["run-service", "no.such.module:Thing", "--topic", "x"], "cannot import module 'no.such.module'"),
-    (["run-service", "toolmesh.errors:ToolmeshError", "--topic", "x"], "is not a DynamicToolService subclass"),
-    (["run-service", "nonsense", "--topic", "x"], "neither MODULE:CLASS nor a built-in"),
+    (["run-service", "toolmesh.errors:ToolmeshError", "--topic", "x"],
+     "'toolmesh.errors:ToolmeshError' is a class based on Exception, not a DynamicToolService "
+     "subclass"),
+    (["run-service", "toolmesh.errors:Nope", "--topic", "x"],
+     "module 'toolmesh.errors' has no class 'Nope' (it defines no DynamicToolService subclass)"),
+    (["run-service", "tests.tools.sample_services:", "--topic", "x"],
+     "neither MODULE:CLASS nor a built-in"),
     (["run-service", "tests.tools.sample_services:Inventory"], "give --topic"),
     (["run-service", "joke", "--bus", "kafka://x"], "unsupported bus URL"),
     (["run-service", "joke", "--bus", "amqp://guest:guest@127.0.0.1:9/"], "cannot connect to RabbitMQ"),

@@ -2,33 +2,48 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from toolmesh.cli import (
     agent_cmd,
+    completion,
     config_cmd,
     demo,
     mcp_cmd,
-    run_service,
     serve,
     token_cmd,
     tool_service_cmd,
     tools_cmd,
 )
+from toolmesh.cli.parser import Parser
+from toolmesh.cli.pipes import closed_pipe_safe
 from toolmesh.errors import ToolmeshError
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def version() -> str:
+    """The installed distribution's version, else the package's own."""
+    try:
+        return importlib.metadata.version("toolmesh")
+    except importlib.metadata.PackageNotFoundError:
+        from toolmesh import __version__
+
+        return __version__
+
+
+def build_parser() -> Parser:
+    """The whole ``toolmesh`` command tree (also what shell completion is generated from)."""
+    parser = Parser(
         prog="toolmesh",
-        description="A ReAct agent whose tools are plugged in by configuration.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+        description="A ReAct agent whose tools are plugged in by configuration.",
+        epilog="Run 'toolmesh COMMAND --help' for a command's options; 'toolmesh completion "
+               "--help' sets up tab completion.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo.add_parser(commands)
-    run_service.add_parser(commands)
     serve.add_parsers(commands)
     config_cmd.add_parser(commands)
     agent_cmd.add_parser(commands)
@@ -36,12 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     tool_service_cmd.add_parser(commands)
     tools_cmd.add_parser(commands)
     token_cmd.add_parser(commands)
+    completion.add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_command(argv)
     try:
         if getattr(args, "sync", False):
             return args.run(args) or 0
@@ -54,8 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> NoReturn:
-    """The console script: :func:`main`, then exit with its status."""
-    code = main()
+    """The console script: :func:`main`, then exit with its status (141, quietly, when
+    stdout was closed: ``toolmesh config show | head -1``)."""
+    code = closed_pipe_safe(main)
     pulsar = sys.modules.get("toolmesh.bus.pulsar")
     if pulsar is not None and pulsar.opened_clients:
         pulsar.exit_process(code)

@@ -186,8 +186,22 @@ def add_mcp_stdio(parser: argparse.ArgumentParser) -> None:
                              f"{STDIO_ALLOW_ENV}; default: none)")
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(text: str) -> str:
+    """A logging level name, any case: the flag's type (a bad one is a usage error, not a
+    traceback from the logging module)."""
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return text.upper()
+
+
 def add_log_level(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log-level", default=os.environ.get("TOOLMESH_LOG_LEVEL", "INFO"))
+    parser.add_argument("--log-level", type=log_level,
+                        default=os.environ.get("TOOLMESH_LOG_LEVEL", "INFO"),
+                        help="how much to log: DEBUG, INFO, WARNING, ERROR "
+                             "(env TOOLMESH_LOG_LEVEL; default: %(default)s)")
 
 
 def config_store_url(args: argparse.Namespace) -> str:
@@ -228,6 +242,11 @@ def add_agent(parser: argparse.ArgumentParser) -> None:
 def add_lifecycle(parser: argparse.ArgumentParser) -> None:
     """How a process stops, and which flow its agent or mcp-tool service serves."""
     DRAIN_TIMEOUT.add_to(parser)
+    add_flow(parser)
+
+
+def add_flow(parser: argparse.ArgumentParser) -> None:
+    """The flow an agent or mcp-tool service serves."""
     parser.add_argument("--flow", default=os.environ.get("TOOLMESH_FLOW", "default"),
                         help="the flow the agent and mcp-tool parts serve (queues "
                              "request:tg:agent:FLOW, ...); define it with a flow/FLOW config "

@@ -1,39 +1,35 @@
-"""``toolmesh run-service``: run any DynamicToolService subclass as a process."""
+"""Tool services run as processes (``toolmesh run joke``, ``toolmesh run MODULE:CLASS``):
+their options, the built-ins, and importing a service class by name."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import logging
 import os
-from typing import Any
+import sys
+import traceback
+from types import ModuleType
 
-from toolmesh.bus import DEFAULT_CONCURRENCY, Bus, connect
-from toolmesh.cli import options
+from toolmesh.bus import DEFAULT_CONCURRENCY, Bus
 from toolmesh.errors import ToolmeshError
-from toolmesh.runtime import configure_logging, serve
 from toolmesh.tools.service import DynamicToolService
-from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.run-service")
 
-#: built-in services: name -> (MODULE:CLASS, default topic, default id)
+#: built-in services: name -> MODULE:CLASS (their definitions give their topic and id; the
+#: joke services share theirs, so every joke process serves one subscription)
 BUILTIN = {
-    "joke": ("toolmesh.tools.services.joke:JokeService", "joke", "joke-service"),
-    "joke-streaming": ("toolmesh.tools.services.joke:StreamingJokeService", "joke", "joke-service"),
+    "joke": "toolmesh.tools.services.joke:JokeService",
+    "joke-streaming": "toolmesh.tools.services.joke:StreamingJokeService",
 }
 
-
-def add_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "run-service", help="run a tool service (MODULE:CLASS or a built-in) until SIGINT/SIGTERM",
-        description="Run a DynamicToolService subclass on the bus (the same as 'toolmesh run "
-                    "SERVICE'). Built-ins: " + ", ".join(BUILTIN))
-    p.add_argument("service", help="MODULE:CLASS, or a built-in name (joke)")
-    add_service_options(p)
-    options.add_bus(p)
-    options.add_log_level(p)
-    p.set_defaults(run=run)
+#: what each built-in does, for ``toolmesh run``'s help
+BUILTIN_HELP = {
+    "joke": "the built-in joke tool service (topic joke)",
+    "joke-streaming": "the joke tool service answering in pieces as it streams (topic joke)",
+}
 
 
 def add_service_options(parser: argparse.ArgumentParser) -> None:
@@ -60,38 +56,134 @@ def is_tool_service(spec: str) -> bool:
     return spec in BUILTIN or ":" in spec
 
 
+_MISSING = object()
+
+
 def load_service_class(spec: str) -> type[DynamicToolService]:
-    """Import ``MODULE:CLASS`` (or a built-in name) and check it is a tool service."""
-    path = BUILTIN[spec][0] if spec in BUILTIN else spec
+    """Import ``MODULE:CLASS`` (or a built-in name) and check it is a tool service; every
+    failure is a one-line :class:`ToolmeshError` saying what is wrong.
+
+    The current folder comes first on the import path, as with ``python -m``: a service in
+    ``./wordtools.py`` runs as ``toolmesh run wordtools:WordCount``.
+    """
+    path = BUILTIN.get(spec, spec)
     module_name, sep, class_name = path.partition(":")
     if not sep or not module_name or not class_name:
         raise ToolmeshError(f"service {spec!r} is neither MODULE:CLASS nor a built-in "
                             f"({', '.join(BUILTIN)})", type="usage-error")
+    module = import_module(module_name)
+    cls = getattr(module, class_name, _MISSING)
+    if cls is _MISSING:
+        found = service_classes(module)
+        defines = (f"it defines: {', '.join(found)}" if found
+                   else "it defines no DynamicToolService subclass")
+        raise ToolmeshError(f"module {module_name!r} has no class {class_name!r} ({defines})",
+                            type="usage-error")
+    if not (isinstance(cls, type) and issubclass(cls, DynamicToolService)
+            and cls is not DynamicToolService):
+        raise ToolmeshError(f"{path!r} is {_what(cls)}, not a DynamicToolService subclass",
+                            type="usage-error")
+    return cls
+
+
+def import_module(name: str) -> ModuleType:
+    """The module ``name``, imported with the current folder first on the path."""
+    here = os.getcwd()
+    if sys.path[:1] != [here]:
+        sys.path.insert(0, here)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ToolmeshError(f"cannot import module {module_name!r}: {e}", type="usage-error") from None
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, DynamicToolService)):
-        raise ToolmeshError(f"{path!r} is not a DynamicToolService subclass", type="usage-error")
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (name == e.name or name.startswith(e.name + ".")):
+            where = name.replace(".", "/")
+            raise ToolmeshError(
+                f"cannot import module {name!r}: no file {where}.py or package {where} in the "
+                f"current folder ({here}) or on the Python path", type="usage-error") from None
+        raise _import_failure(name, e) from None
+    except Exception as e:  # whatever the module raised while it ran: a SyntaxError, ...
+        raise _import_failure(name, e) from None
+
+
+def _import_failure(name: str, error: Exception) -> ToolmeshError:
+    """The module was found, and importing it failed: where, and why, in one line."""
+    if isinstance(error, SyntaxError) and error.filename:
+        place = f"{_shown(error.filename)} line {error.lineno}: "
+        reason = f"{place}{type(error).__name__}: {_one_line(str(error.msg))}"
+    else:
+        frame = _failing_frame(error)
+        place = f" ({_shown(frame.filename)} line {frame.lineno})" if frame else ""
+        reason = f"{type(error).__name__}: {_one_line(str(error))}{place}"
+    return ToolmeshError(f"importing {name!r} failed: {reason}", type="usage-error")
+
+
+def _failing_frame(error: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of the user's code in ``error``'s traceback (import machinery,
+    this module and importlib left out)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not f.filename.startswith("<") and f.filename != __file__
+              and not f.filename.startswith(os.path.dirname(importlib.__file__))]
+    return frames[-1] if frames else None
+
+
+def _shown(filename: str) -> str:
+    """A file's path as the user knows it: relative to the current folder when inside it."""
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive (Windows)
+        return filename
+    return filename if relative.startswith("..") else relative
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def service_classes(module: ModuleType) -> list[str]:
+    """The names of the DynamicToolService subclasses ``module`` holds."""
+    return sorted(name for name, value in vars(module).items()
+                  if isinstance(value, type) and issubclass(value, DynamicToolService)
+                  and value is not DynamicToolService)
+
+
+def _what(value: object) -> str:
+    """What ``value`` is, in words: "a function", "a class based on Exception", ..."""
+    if value is DynamicToolService:
+        return "the DynamicToolService base class itself"
+    if isinstance(value, type):
+        return f"a class based on {value.__mro__[1].__name__}" if len(value.__mro__) > 1 \
+            else "a class"
+    if isinstance(value, ModuleType):
+        return "a module"
+    if inspect.isroutine(value):
+        return "a function"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} value"
+
+
+def checked_service_class(spec: str, args: argparse.Namespace) -> type[DynamicToolService]:
+    """The class ``spec`` names, once ``args`` are known to suit it: called before anything
+    connects, so a bad name or option ends the command in one line with nothing logged."""
+    cls = load_service_class(spec)
+    explicit = (args.request_queue, args.response_queue)
+    if None in explicit and explicit != (None, None):
+        raise ToolmeshError("give both --request-queue and --response-queue, or neither",
+                            type="usage-error")
+    if args.topic is None and explicit == (None, None) and cls.definition is None:
+        raise ToolmeshError(
+            f"{spec} declares no definition, so it has no queues of its own: give --topic, "
+            "or both --request-queue and --response-queue (or give the class a definition: "
+            "docs/tool-services.md)", type="usage-error")
+    if args.concurrency < 1:
+        raise ToolmeshError(f"--concurrency must be at least 1, not {args.concurrency}",
+                            type="usage-error")
     return cls
 
 
 def build_tool_service(bus: Bus, spec: str, args: argparse.Namespace) -> DynamicToolService:
-    """The tool service ``spec`` names, on ``bus``, configured by ``args``."""
-    cls = load_service_class(spec)
+    """The tool service ``spec`` names, on ``bus``, configured by ``args``; without
+    ``--topic``/``--id`` a class's :attr:`~DynamicToolService.definition` gives them."""
+    cls = checked_service_class(spec, args)
     topic, service_id = args.topic, args.id
-    if spec in BUILTIN:
-        # The same id as `toolmesh serve` uses, so every joke process shares one subscription.
-        service_id = service_id or BUILTIN[spec][2]
-        if topic is None and args.request_queue is None and args.response_queue is None:
-            topic = BUILTIN[spec][1]
-    if topic is None and (args.request_queue is None or args.response_queue is None):
-        raise ToolmeshError("give --topic, or both --request-queue and --response-queue",
-                            type="usage-error")
-    if args.concurrency < 1:
-        raise ToolmeshError(f"--concurrency must be at least 1, not {args.concurrency}",
-                            type="usage-error")
     try:
         service = cls(bus, topic=topic, request_queue=args.request_queue,
                       response_queue=args.response_queue, id=service_id,
@@ -101,17 +193,3 @@ def build_tool_service(bus: Bus, spec: str, args: argparse.Namespace) -> Dynamic
     log.info("%s (id %s): %s -> %s, %d at once", cls.__name__, service.id,
              service.request_queue.pulsar, service.response_queue.pulsar, args.concurrency)
     return service
-
-
-async def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level)
-    load_service_class(args.service)  # a bad name fails before connecting
-    bus = await connect(args.bus)
-    try:
-        service = build_tool_service(bus, args.service, args)
-    except ToolmeshError:
-        await bus.close()
-        raise
-    log.info("bus: %s", mask_url(args.bus))
-    await serve(bus, [service])
-    return 0

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import errno
 import logging
+import os
+import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -31,6 +36,7 @@ PARTS = ("config", "text-completion", "prompt", "mcp-tool", "agent", "joke", "ga
 
 
 def add_parsers(commands: Any) -> None:
+    """``toolmesh serve`` and ``toolmesh run``."""
     p = commands.add_parser("serve", help="run everything in one process (the embedded default)",
                             description="Run the bus, config, text-completion, prompt, "
                                         "mcp-tool and agent services, the joke tool service and the "
@@ -44,28 +50,75 @@ def add_parsers(commands: Any) -> None:
     options.add_deadlines(p)
     options.add_lifecycle(p)
     options.add_log_level(p)
+    p.add_argument("--tool-service", action="append", metavar="MODULE:CLASS",
+                   default=_env_services(),
+                   help="run this tool service in the process too (on the in-process bus a "
+                        "service cannot run apart); imported from the current folder first; "
+                        "repeat for more (env TOOLMESH_TOOL_SERVICES)")
     p.set_defaults(run=run_serve)
+    add_run_parser(commands)
 
+
+def _env_services() -> list[str]:
+    return os.environ.get("TOOLMESH_TOOL_SERVICES", "").replace(",", " ").split()
+
+
+def _add_process_options(parser: argparse.ArgumentParser) -> None:
+    """The options every part run alone reads."""
+    options.add_bus(parser)
+    options.DRAIN_TIMEOUT.add_to(parser)
+    options.add_log_level(parser)
+
+
+#: ``toolmesh run PART`` for each part but tool services: its one-line help, and the option
+#: groups it reads (:func:`build` and :func:`run_parts` read the attributes they set)
+RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None], ...]]] = {
+    "config": ("the config service and its store (SQLite or PostgreSQL)",
+               (options.add_config_store, options.add_mcp_stdio)),
+    "gateway": ("the HTTP/WebSocket gateway (TrustGraph's /api/v1)",
+                (options.add_gateway, options.add_deadlines)),
+    "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_flow)),
+    "prompt": ("the prompt service: templates completed by the LLM", ()),
+    "text-completion": ("the LLM service: an OpenAI-compatible API, or the offline demo model",
+                        (options.add_llm,)),
+    "mcp-tool": ("the MCP tool service of a flow: calls the tools of MCP servers",
+                 (options.add_mcp_stdio, options.add_flow)),
+}
+
+#: the part that stands for any tool service given as MODULE:CLASS (subcommands have fixed
+#: names: any name with a colon is routed to this one)
+SERVICE_PART = "MODULE:CLASS"
+
+
+def add_run_parser(commands: Any) -> None:
+    """``toolmesh run PART`` (alias ``run-service``), one subcommand per part with the options
+    that part reads."""
     r = commands.add_parser(
-        "run", help="run one part alone against a shared bus",
-        description="Run one part of toolmesh as its own process: one of "
-                    f"{', '.join(PARTS)}, a built-in tool service "
-                    f"({', '.join(run_service.BUILTIN)}) or any tool service as MODULE:CLASS. "
-                    "Run as many as you like of each against one broker; replicas of a "
-                    "service share its work.")
-    r.add_argument("part", metavar="PART",
-                   help=f"{'|'.join(PARTS)}|{'|'.join(run_service.BUILTIN)}|MODULE:CLASS")
-    run_service.add_service_options(r)
-    options.add_bus(r)
-    options.add_config_store(r)
-    options.add_gateway(r)
-    options.add_llm(r)
-    options.add_agent(r)
-    options.add_mcp_stdio(r)
-    options.add_deadlines(r)
-    options.add_lifecycle(r)
-    options.add_log_level(r)
-    r.set_defaults(run=run_part)
+        "run", aliases=["run-service"], help="run one part alone against a shared bus",
+        description="Run one part of toolmesh as its own process. Run as many as you like of "
+                    "each against one broker (--bus amqp://...); replicas of a service share "
+                    "its work. 'toolmesh run PART --help' shows a part's options.")
+    parts = r.add_subparsers(dest="part", metavar="PART", title="parts")
+    for name, (help, adders) in RUN_PARTS.items():
+        p = parts.add_parser(name, help=help, description=f"Run {help} as its own process.")
+        for add in adders:
+            add(p)
+        _add_process_options(p)
+        p.set_defaults(run=run_part)
+    services = {name: (run_service.BUILTIN_HELP[name], f"Run {run_service.BUILTIN_HELP[name]}.")
+                for name in run_service.BUILTIN}
+    services[SERVICE_PART] = (
+        "any tool service: a DynamicToolService subclass, e.g. wordtools:WordCount for the "
+        "class WordCount in ./wordtools.py",
+        "Run a DynamicToolService subclass, imported as MODULE:CLASS with the current folder "
+        "first on the import path (toolmesh run wordtools:WordCount, run where wordtools.py "
+        "is). Its definition gives its topic and id; a class without one needs --topic.")
+    for name, (help, description) in services.items():
+        p = parts.add_parser(name, help=help, description=description)
+        run_service.add_service_options(p)
+        _add_process_options(p)
+        p.set_defaults(run=run_part)
+    parts.route("*:*", to=SERVICE_PART)
 
 
 def gateway_options(args: argparse.Namespace) -> GatewayOptions:
@@ -109,7 +162,8 @@ def llm_provider(args: argparse.Namespace) -> LLMProvider:
         log.info("LLM: %s", provider.name)
         return provider
     log.warning("OFFLINE DEMO MODE: no --llm given, so answers come from a scripted demo "
-                "model that can only call the tell-joke tool. Use a real model with "
+                "model that calls tell-joke when asked for a joke, and any tool when told 'use "
+                "TOOL with {JSON}'. Use a real model with "
                 "--llm http://HOST:PORT/v1 --model NAME (OpenAI, vLLM, Ollama, llama.cpp).")
     return demo_llm()
 
@@ -183,16 +237,31 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
 
 
 async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
+    """Run ``parts`` in this process until SIGINT/SIGTERM. ``args`` holds the options of
+    every part (a part run alone has only its own: those read by all are read with getattr)."""
+    # first of all: a port in use ends the command before anything starts or logs
+    listeners = listen(args.host, args.port) if "gateway" in parts else []
+    try:
+        return await _run_parts(parts, args, listeners)
+    finally:
+        for sock in listeners:  # the gateway's server closed them if it started
+            sock.close()
+
+
+async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
+                     listeners: list[socket.socket]) -> int:
     configure_logging(args.log_level)
     for url in (args.bus, getattr(args, "config_store", None)):
         register_secret(_password(url))
     from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
 
-    if not valid_flow_id(args.flow):
-        raise ToolmeshError(f"--flow {args.flow!r}: {FLOW_ID_RULE}", type="usage-error")
+    flow = getattr(args, "flow", None)
+    if flow is not None and not valid_flow_id(flow):
+        raise ToolmeshError(f"--flow {flow!r}: {FLOW_ID_RULE}", type="usage-error")
     if "gateway" in parts:
         # before anything starts: an unsafe exposure or an unreadable token file ends here
-        args.gateway_options = gateway_options(args)
+        args.gateway_options = dataclasses.replace(gateway_options(args),
+                                                   sockets=tuple(listeners))
     bus = await connect(args.bus)
     stores: list[ConfigStore] = []
     providers: list[LLMProvider] = []
@@ -212,6 +281,23 @@ async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
     return 0
 
 
+def listen(host: str, port: int) -> list[socket.socket]:
+    """The gateway's listening sockets, bound now; a one-line :class:`ToolmeshError` with
+    what to do when the address is taken."""
+    from toolmesh.gateway.listen import bind_listeners
+
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        return bind_listeners(host, port)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            reason = ("the address is in use (another toolmesh serve?); choose another port "
+                      "with --port or TOOLMESH_PORT")
+        else:
+            reason = e.strerror or str(e)
+        raise ToolmeshError(f"cannot listen on {shown}: {reason}", type="usage-error") from None
+
+
 def _password(url: str | None) -> str | None:
     try:
         return urlsplit(url).password if url else None
@@ -220,13 +306,18 @@ def _password(url: str | None) -> str | None:
 
 
 async def run_serve(args: argparse.Namespace) -> int:
-    return await run_parts(PARTS, args)
+    # a service named twice, or a built-in part named again, runs once
+    extra = tuple(s for s in dict.fromkeys(args.tool_service) if s not in PARTS)
+    for spec in extra:  # a bad one fails before anything starts
+        if run_service.load_service_class(spec).definition is None:
+            raise ToolmeshError(
+                f"--tool-service {spec}: the class declares no definition, so it has no "
+                "queues of its own; give it one (docs/tool-services.md)", type="usage-error")
+    return await run_parts((*PARTS[:-1], *extra, PARTS[-1]), args)
 
 
 async def run_part(args: argparse.Namespace) -> int:
-    part = args.part
-    if part not in PARTS and not run_service.is_tool_service(part):
-        raise unknown_part(part)
+    part = args.part  # one of the `run` subcommands' names (the parser refuses others)
     if run_service.is_tool_service(part):
-        run_service.load_service_class(part)  # a bad name fails before connecting
+        run_service.checked_service_class(part, args)  # a bad name fails before connecting
     return await run_parts((part,), args)

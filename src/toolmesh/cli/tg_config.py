@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from toolmesh.cli import config_cmd
 from toolmesh.cli.http import CliError, default_url
+from toolmesh.cli.pipes import closed_pipe_safe
 
 
 def parser(prog: str, description: str,
@@ -32,13 +33,17 @@ def parser(prog: str, description: str,
 
 
 def guarded(command: Callable[[Sequence[str] | None], int]) -> Callable[[Sequence[str] | None], int]:
-    """Turn a command's errors into one line on stderr and exit status 1."""
+    """Turn a command's errors into one line on stderr and exit status 1 (and a closed
+    stdout, ``tg-show-config | head -1``, into a quiet exit with status 141)."""
     def main(argv: Sequence[str] | None = None) -> int:
-        try:
-            return command(argv)
-        except CliError as e:
-            print(f"{os.path.basename(sys.argv[0]) or 'tg'}: error: {e.message}", file=sys.stderr)
-            return 1
+        def run() -> int:
+            try:
+                return command(argv)
+            except CliError as e:
+                print(f"{os.path.basename(sys.argv[0]) or 'tg'}: error: {e.message}",
+                      file=sys.stderr)
+                return 1
+        return closed_pipe_safe(run)
     return main
 
 

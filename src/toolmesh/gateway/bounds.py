@@ -20,6 +20,8 @@ What a body costs once answered is :mod:`toolmesh.gateway.memory`'s business.
 from __future__ import annotations
 
 import asyncio
+import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,9 +119,14 @@ class CappedSite(web.TCPSite):
     """
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, *,
-                 max_connections: int, **kwargs: Any) -> None:
+                 max_connections: int, sockets: Sequence[socket.socket] = (),
+                 **kwargs: Any) -> None:
         super().__init__(runner, host, port, **kwargs)
         self.max_connections = max_connections
+        #: sockets already listening, served instead of binding ``host`` and ``port``
+        self.sockets = tuple(sockets)
+        #: the servers of the sockets after the first (``_server`` serves that one)
+        self._more_servers: list[asyncio.AbstractServer] = []
         #: connections accepted and not yet lost
         self.open = 0
 
@@ -134,12 +141,24 @@ class CappedSite(web.TCPSite):
             return _Counted(server(), self) if self.open < cap else _Refuse()
 
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(protocol, self._host, self._port,
-                                                backlog=self._backlog,
-                                                reuse_address=self._reuse_address,
-                                                reuse_port=self._reuse_port)
+        if self.sockets:
+            # asyncio serves one given socket per server; the connection cap spans them all
+            servers = [await loop.create_server(protocol, sock=sock, backlog=self._backlog)
+                       for sock in self.sockets]
+            self._server, self._more_servers = servers[0], servers[1:]
+        else:
+            self._server = await loop.create_server(protocol, self._host, self._port,
+                                                    backlog=self._backlog,
+                                                    reuse_address=self._reuse_address,
+                                                    reuse_port=self._reuse_port)
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+    async def stop(self) -> None:
+        for server in self._more_servers:
+            server.close()
+        self._more_servers = []
+        await super().stop()
 
 
 class BoundedWebSocket(web.WebSocketResponse):

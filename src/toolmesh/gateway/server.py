@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,9 @@ class GatewayOptions:
     #: together, in any order, serve the first request
     startup_grace: float = 0.0
     extra_endpoints: tuple[Endpoint, ...] = field(default=())
+    #: sockets already listening (:func:`toolmesh.gateway.listen.bind_listeners`) to serve
+    #: instead of binding ``host`` and ``port``, which then only name them
+    sockets: tuple[socket.socket, ...] = field(default=(), compare=False, repr=False)
 
 
 #: how much longer than the services' drain the gateway waits for their last answers
@@ -204,7 +208,7 @@ class Gateway:
                                      handler_cancellation=True)
         await self._runner.setup()
         site = CappedSite(self._runner, self.options.host, self.options.port,
-                          max_connections=bounds.max_connections)
+                          max_connections=bounds.max_connections, sockets=self.options.sockets)
         try:
             await site.start()
         except OSError as e:
