@@ -93,13 +93,17 @@ async def test_toolmesh_mcp_set_show_delete(served: Served) -> None:
     code, out, err = await run_toolmesh("mcp", "show", *u)
     assert code == 0, err
     outputs += [out, err]
-    assert "weather:\n" in out and "files:\n" in out and "events:\n" in out
-    assert "  auth-token: ***" in out and "  remote-name: get_weather" in out
-    assert "  transport: stdio" in out and "  env: GITHUB_TOKEN=***" in out
-    assert "  args: -y server-files" in out
+    header, *rows = out.splitlines()
+    assert header.split() == ["ID", "TRANSPORT", "REMOTE-NAME", "AUTH-TOKEN", "SAMPLING",
+                              "SERVER"]
+    assert [row.split() for row in rows] == [  # by id
+        ["events", "sse", "events", "none", "-", "http://h/sse"],
+        ["files", "stdio", "files", "none", "-", "GITHUB_TOKEN=***", "npx", "-y",
+         "server-files"],
+        ["weather", "streamable-http", "get_weather", "***", "-", "https://mcp.example/mcp"]]
 
     code, out, err = await run_toolmesh("mcp", "show", "weather", *u)
-    assert code == 0 and out.startswith("weather:\n") and "files" not in out, err
+    assert code == 0 and out.splitlines()[1].startswith("weather ") and "files" not in out, err
     outputs += [out, err]
     assert all(SECRET not in o and ENV_SECRET not in o for o in outputs)
 

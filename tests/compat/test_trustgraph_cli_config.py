@@ -66,6 +66,12 @@ async def test_the_real_config_commands_work_against_toolmesh(tg_bin: Path, serv
     # what the real client changed is what toolmesh's own CLI now sees
     code, listed, _ = await run_toolmesh("config", "list", "tool", "--url", served.url)
     assert code == 0 and listed.split() == []
+    # deleting it again: the real client still succeeds as it always has, and the delete,
+    # which changes nothing, makes no version
+    out = await tg(tg_bin, "tg-delete-config-item", "--type", "tool", "--key", "tell-joke", *u)
+    assert out.strip() == "Configuration item deleted: tool/tell-joke"
+    out = await tg(tg_bin, "tg-show-config", *u)
+    assert out.split("\n", 1)[0] == "Version: 3"
 
 
 async def test_the_real_client_sees_toolmesh_errors(tg_bin: Path, served: Served) -> None:

@@ -141,11 +141,15 @@ async def test_every_change_is_pushed_with_its_version_and_types(
 
     await (await backend.connect()).subscribe(service.push_queue, on_push, subscription="spy")
     await client.put({("tool", "a"): TELL_JOKE, ("tool-service", "joke-service"): JOKE_SERVICE})
-    await client.delete([("tool", "a")], workspace="w2")
+    await client.put({("prompt", "p"): "text"}, workspace="w2")
+    await client.delete([("tool", "a")], workspace="w2")  # not there: no change, no push
+    await client.delete([("tool", "a"), ("prompt", "p")], workspace="w2")
     async with asyncio.timeout(10):
         assert await pushes.get() == {"version": 1, "changes": {"tool": ["default"],
                                                                 "tool-service": ["default"]}}
-        assert await pushes.get() == {"version": 2, "changes": {"tool": ["w2"]}}
+        assert await pushes.get() == {"version": 2, "changes": {"prompt": ["w2"]}}
+        assert await pushes.get() == {"version": 3, "changes": {"prompt": ["w2"],
+                                                                "tool": ["w2"]}}
 
 
 # --- a request delivered more than once ----------------------------------------------------
@@ -205,6 +209,30 @@ async def test_a_change_delivered_twice_is_applied_once_pushed_once_and_answered
     assert await client.config() == (2, expected)
     await client.put({("prompt", "p"): "later"})  # 3: its push comes after any push of a copy
     assert await pushed_versions(pushes, until=3) == [2, 3]
+
+
+async def test_a_delete_of_items_that_do_not_exist_makes_no_version_and_pushes_nothing(
+        backend: Backend, config: tuple[ConfigService, ConfigClient]) -> None:
+    service, client = config
+    await client.put({("tool", "a"): TELL_JOKE})  # version 1
+    bus = await backend.connect()
+    pushes = await listen(bus, service.push_queue)
+    nothing = {"operation": "delete", "keys": [{"type": "tool", "key": "b"},
+                                               {"type": "tool", "key": "a"}]}
+    assert await client.request({**nothing, "workspace": "elsewhere"}) == empty_response(1)
+    request_id = f"req-{uuid.uuid4()}"
+    # in the default workspace tool/a exists: a real delete, though tool/b does not
+    assert await client.request(nothing) == empty_response(2)
+    await client.put({("tool", "a"): TELL_JOKE})  # 3
+    # delivered twice, then again once tool/b exists: each copy gets the first answer, and
+    # deletes nothing
+    b_only = {"operation": "delete", "keys": [{"type": "tool", "key": "b"}]}
+    assert await deliver(bus, service, b_only, id=request_id, copies=2) == [empty_response(3)] * 2
+    await client.put({("tool", "b"): TELL_JOKE})  # 4
+    assert await deliver(bus, service, b_only, id=request_id, copies=1) == [empty_response(3)]
+    assert await client.config() == (4, {"tool": {"a": TELL_JOKE, "b": TELL_JOKE}})
+    await client.put({("prompt", "p"): "later"})  # 5: its push comes after any stray push
+    assert await pushed_versions(pushes, until=5) == [2, 3, 4, 5]
 
 
 async def test_a_redelivery_to_another_service_process_answers_the_first_version_and_pushes_again(

@@ -22,6 +22,7 @@ import pytest
 
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.store import ConfigStore, open_store
+from toolmesh.config.store.base import Unchanged
 from toolmesh.config.store.postgres import PostgresConfigStore
 from toolmesh.config.store.sqlite import SQLiteConfigStore
 from toolmesh.errors import ToolmeshError
@@ -224,13 +225,39 @@ async def test_the_version_goes_up_by_one_per_put_and_delete_across_workspaces(
         await store.put("w1", [("t", "a", "1"), ("t", "b", "2"), ("t", "c", "3")]),
         await store.put("w2", [("t", "a", "1")]),
         await store.delete("w1", [("t", "a"), ("t", "b")]),
-        await store.delete("w2", [("t", "never-existed")]),  # changes nothing, still counts
+        await store.delete("w2", [("t", "a"), ("t", "never-existed")]),  # one is enough
         await store.put("w1", []),
-        await store.delete("w3", []),
         await store.put("w1", [("t", "c", "3")]),  # same value again: still a change call
     ]
-    assert seen == [1, 2, 3, 4, 5, 6, 7]
-    assert await store.version() == 7
+    assert seen == [1, 2, 3, 4, 5, 6]
+    assert await store.version() == 6
+
+
+async def test_a_delete_that_finds_nothing_makes_no_version_and_answers_the_current_one(
+        store: ConfigStore) -> None:
+    await store.put("w1", [("t", "a", "1")])
+    await store.put("w2", [("t", "gone", "1")])
+    await store.delete("w2", [("t", "gone")])
+    for keys in ([("t", "never-existed")], [("t", "gone")], [("t", "a")], []):
+        # ("t", "a") exists, but in another workspace
+        answer = await store.delete("w2", keys, actor="someone")
+        assert answer == 3 and isinstance(answer, Unchanged), keys
+    assert await store.version() == 3
+    assert await store.dump("w1") == {"t": {"a": "1"}}
+    assert [(e.operation, e.key, e.version) for e in await store.history()] == [
+        ("delete", "gone", 3), ("put", "gone", 2), ("put", "a", 1)]  # nothing audited
+    # a delete that removes something answers a plain new version
+    removed = await store.delete("w1", [("t", "a")])
+    assert removed == 4 and not isinstance(removed, Unchanged)
+
+
+async def test_a_delete_audits_only_the_items_it_removed(store: ConfigStore) -> None:
+    await store.put(WS, [("t", "a", "1"), ("t", "b", "2")])
+    assert await store.delete(WS, [("t", "missing"), ("t", "b"), ("u", "x"), ("t", "a")],
+                              actor="me") == 2
+    assert [(e.actor, e.operation, e.type, e.key, e.version)
+            for e in await store.history(limit=2)] == [
+        ("me", "delete", "t", "a", 2), ("me", "delete", "t", "b", 2)]
 
 
 async def test_overwrite_replaces_the_value(store: ConfigStore) -> None:
@@ -341,14 +368,32 @@ async def test_a_repeated_request_id_writes_nothing_and_answers_the_first_versio
     assert await backend.applied() == {"r1": 1, "r2": 2}
 
 
+async def test_a_delete_that_found_nothing_is_recorded_and_its_copies_get_its_answer(
+        backend: Backend, store: ConfigStore) -> None:
+    other = await backend.open()  # a second process, as after a crash and a redelivery
+    await store.put(WS, [("t", "x", "1")])  # 1
+    first = await store.delete(WS, [("t", "k")], request_id="r")
+    assert first == 1 and isinstance(first, Unchanged)
+    assert await backend.applied() == {"r": 1}
+    # the item appears after the request was answered: a copy of the request must not
+    # delete it, nor make a version; it gets the first answer
+    assert await store.put(WS, [("t", "k", "new")]) == 2
+    assert await store.delete(WS, [("t", "k")], request_id="r") == 1
+    assert await other.delete(WS, [("t", "k")], request_id="r") == 1
+    assert await store.version() == 2
+    assert await store.dump(WS) == {"t": {"x": "1", "k": "new"}}
+    assert await backend.applied() == {"r": 1}
+
+
 async def test_different_request_ids_and_no_request_id_are_separate_writes(
         store: ConfigStore) -> None:
     seen = [await store.put(WS, [("t", "k", "v")], request_id=r) for r in ("a", "A", "a ")]
     seen += [await store.put(WS, [("t", "k", "v")]), await store.put(WS, [("t", "k", "v")])]
     seen += [await store.delete(WS, [("t", "k")], request_id="b"),
+             await store.put(WS, [("t", "k", "v")]),
              await store.delete(WS, [("t", "k")])]
-    assert seen == [1, 2, 3, 4, 5, 6, 7]
-    assert await store.version() == 7
+    assert seen == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert await store.version() == 8
 
 
 async def test_copies_of_one_request_written_at_once_are_applied_once(
@@ -459,8 +504,11 @@ async def test_a_1_mib_value_round_trips(store: ConfigStore) -> None:
 async def test_concurrent_writes_from_many_tasks_get_distinct_gapless_versions(
         backend: Backend, store: ConfigStore) -> None:
     other = await backend.open()  # a second store object: like a second process or machine
-    start = await store.version()
     n = 60
+
+    for i in range(0, n, 5):  # what the deletes below remove
+        await store.put(f"w{i % 3}", [("t", f"gone-{i}", "x")])
+    start = await store.version()
 
     async def write(i: int) -> int:
         s = store if i % 2 else other

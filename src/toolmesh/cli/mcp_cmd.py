@@ -24,6 +24,7 @@ from toolmesh.cli.http import (
     default_url,
     json_flag,
 )
+from toolmesh.cli.output import Cell, print_json, print_table
 from toolmesh.cli.socket import frames, gateway_socket
 from toolmesh.cli.tool_service_cmd import positive_seconds
 from toolmesh.config.validation import MCP_TRANSPORTS
@@ -55,6 +56,8 @@ def add_parser(commands: Any) -> None:
 
     show = sub.add_parser("show", help="list MCP tools (tokens and env values masked)")
     show.add_argument("id", nargs="?", help="only this one")
+    show.add_argument("--json", action="store_true",
+                      help="print the items as JSON, by id (secrets still masked)")
     rm = sub.add_parser("delete", help="delete an MCP tool")
     rm.add_argument("id")
     invoke = sub.add_parser("invoke", help="call an MCP tool through the gateway")
@@ -187,6 +190,38 @@ def masked(item: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def masked_item(item: dict[str, Any]) -> dict[str, Any]:
+    """An ``mcp`` item as stored, each secret ``***``: the token, every env value, the
+    password and secret parameters of every URL (the gateway masks them already; this is
+    so that no path of this command can print one even if it did not)."""
+    # here, not at the top: the secrets package brings the config store's modules along,
+    # which no other command of this module needs
+    from toolmesh.secrets.fields import mask_value
+
+    return json.loads(mask_value(MCP_TYPE, json.dumps(item)))
+
+
+SHOW_HEADER = ("ID", "TRANSPORT", "REMOTE-NAME", "AUTH-TOKEN", "SAMPLING", "SERVER")
+
+
+def show_rows(items: list[tuple[str, dict[str, Any]]]) -> list[list[str | Cell]]:
+    """The rows of ``mcp show`` (under :data:`SHOW_HEADER`), from :func:`masked`."""
+    rows: list[list[str | Cell]] = []
+    for key, item in items:
+        fields = dict(masked(item))
+        if fields["transport"] == "stdio":
+            server = " ".join(f for f in (fields.get("env"), fields.get("command"),
+                                          fields.get("args")) if f)
+        else:
+            server = fields.get("url", "")
+        token = fields["auth-token"]
+        rows.append([key, Cell(fields["transport"], "dim"), fields["remote-name"] or "-",
+                     Cell(token, "dim" if token == "none" else ""),
+                     Cell("allowed", "yellow") if "sampling" in fields else Cell("-", "dim"),
+                     server])
+    return rows
+
+
 def mcp_items(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     """All ``mcp`` items of the workspace, parsed, in the gateway's order."""
     response = config_cmd.config_request(args, {"operation": "getvalues", "type": MCP_TYPE})
@@ -290,10 +325,13 @@ def run(args: argparse.Namespace) -> int:
             items = [(k, v) for k, v in items if k == args.id]
             if not items:
                 raise CliError(f"no MCP tool {args.id!r} in workspace {args.workspace!r}")
-        for n, (key, item) in enumerate(items):
-            print(("\n" if n else "") + f"{key}:")
-            for field, text in masked(item):
-                print(f"  {field}: {text}")
+        if args.json:
+            print_json({key: masked_item(item) for key, item in items})
+        elif items:
+            print_table(SHOW_HEADER, show_rows(items))
+        else:
+            print(f"no MCP tools in workspace {args.workspace!r} (add one with "
+                  "`toolmesh mcp set`)", file=sys.stderr)
     elif command == "delete":
         if not exists(args, MCP_TYPE, args.id):
             raise CliError(f"no MCP tool {args.id!r} in workspace {args.workspace!r}")

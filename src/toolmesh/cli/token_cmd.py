@@ -8,11 +8,11 @@ once, on stdout, and never again: the store keeps only its digest.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from toolmesh.cli.http import CliError, GatewayClient
+from toolmesh.cli.output import Cell, print_json, print_table
 from toolmesh.config.tokens import CAPABILITIES, CAPABILITY_HELP
 
 
@@ -53,15 +53,27 @@ def token_request(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, A
     return GatewayClient(args.url, token=args.token).post("api/v1/token", body)
 
 
-def table(tokens: list[dict[str, Any]]) -> str:
-    """The tokens as aligned columns."""
-    header = ("ID", "NAME", "WORKSPACES", "CAPABILITIES", "CREATED")
-    rows = [header] + [(str(t.get("id", "")), str(t.get("name", "")),
-                        ",".join(t.get("workspaces") or []),
-                        ",".join(t.get("capabilities") or []), str(t.get("created", "")))
-                       for t in tokens]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+TOKEN_HEADER = ("ID", "NAME", "WORKSPACES", "CAPABILITIES", "CREATED")
+
+
+def token_rows(tokens: list[dict[str, Any]]) -> list[list[str | Cell]]:
+    """The rows of ``token list`` (under :data:`TOKEN_HEADER`)."""
+    return [[str(t.get("id", "")), str(t.get("name", "")), ",".join(t.get("workspaces") or []),
+             ",".join(t.get("capabilities") or []), Cell(str(t.get("created", "")), "dim")]
+            for t in tokens]
+
+
+def revoke(args: argparse.Namespace, ids: list[str]) -> None:
+    """Revoke each of ``ids`` in turn, saying so on stderr; the first the gateway refuses (an
+    unknown id, one outside the caller's scope) ends the command, naming those not tried."""
+    for n, id in enumerate(ids):
+        try:
+            token_request(args, {"operation": "revoke", "id": id})
+        except CliError as e:
+            rest = ids[n + 1:]
+            raise CliError(e.message + (f"; not tried: {', '.join(rest)}" if rest else "")
+                           ) from None
+        print(f"revoked token {id}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,10 +95,12 @@ def run(args: argparse.Namespace) -> int:
         print(response.get("plaintext"))
     elif command == "list":
         tokens = token_request(args, {"operation": "list"}).get("tokens") or []
-        print(json.dumps(tokens, indent=2) if args.json else
-              table(tokens) if tokens else "no tokens")
+        if args.json:
+            print_json(tokens)
+        elif tokens:
+            print_table(TOKEN_HEADER, token_rows(tokens))
+        else:
+            print("no tokens", file=sys.stderr)
     elif command == "revoke":
-        for id in args.ids:
-            token_request(args, {"operation": "revoke", "id": id})
-            print(f"revoked token {id}", file=sys.stderr)
+        revoke(args, args.ids)
     return 0

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from toolmesh.cli.config_cmd import add_gateway_flags, config_request
 from toolmesh.cli.http import CliError, GatewayClient
+from toolmesh.cli.output import Cell, print_json, print_table, status_cell
 
 SERVICE = "agent-tools"
 
@@ -47,13 +49,6 @@ def status_text(tool: dict[str, Any]) -> str:
     return f"not offered: {tool.get('reason') or 'no reason given'}"
 
 
-def columns(rows: list[list[str]]) -> str:
-    """Left-aligned columns, the last one unpadded (it holds the long reasons)."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(row, widths)), row[-1]]).rstrip()
-                     for row in rows)
-
-
 def run(args: argparse.Namespace) -> int:
     # the config's version first: a put just made is then in the answer (read your writes)
     version = config_request(args, {"operation": "list", "type": "tool"}).get("version")
@@ -62,14 +57,15 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(tools, list):
         raise CliError(f"the agent answered without a tool list: {json.dumps(answer)[:200]}")
     if args.json:
-        print(json.dumps(answer, indent=2))
+        print_json(answer)
         return 0
     if not tools:
-        print("no tool items (add one with `tg-set-tool` or `toolmesh config put tool/KEY`)")
+        print("no tool items (add one with `tg-set-tool` or `toolmesh config put tool/KEY`)",
+              file=sys.stderr)
         return 0
-    rows = [["KEY", "NAME", "TYPE", "STATUS", "REASON"]]
-    rows += [[str(t.get("key")), str(t.get("name") or "-"), str(t.get("type") or "-"),
-              "available" if t.get("status") == "available" else "not offered",
-              str(t.get("reason") or "")] for t in tools]
-    print(columns(rows))
+    print_table(["KEY", "NAME", "TYPE", "STATUS", "REASON"],
+                [[str(t.get("key")), str(t.get("name") or "-"),
+                  Cell(str(t.get("type") or "-"), "dim"),
+                  status_cell("available" if t.get("status") == "available" else "not offered"),
+                  Cell(str(t.get("reason") or ""), "dim")] for t in tools])
     return 0

@@ -1,13 +1,18 @@
-"""The config service (SPEC §5): TrustGraph's config operations over the bus, per workspace.
+"""The config service: TrustGraph's config operations over the bus, per workspace.
 
 Queues are TrustGraph's: requests on ``request:tg:config``, responses on
-``response:tg:config``, and after every put/delete a push on ``notify:tg:config``:
+``response:tg:config``, and after every put/delete that changes something a push on
+``notify:tg:config``:
 ``{"version": N, "changes": {"<type>": ["<workspace>"]}}``.
 
 Puts and deletes are idempotent by request id (the bus message's ``id``): a broker redelivers
 a request whose service died before acknowledging it, possibly after it was committed. The
 store applies a request id once and answers a repeat with the version it produced; whether a
 repeat is pushed again is decided in :mod:`toolmesh.config.pushed`.
+
+A delete none of whose keys exists changes nothing: the store makes no version for it, the
+answer carries the current one, and nothing is pushed (TrustGraph's ``tg-delete-config-item``
+still gets its usual answer).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from toolmesh.config.admin import AdminOperations, actor_of
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.pushed import PushedRequests
 from toolmesh.config.stdio import DENY_ALL, StdioAllowList
-from toolmesh.config.store.base import ConfigStore
+from toolmesh.config.store.base import ConfigStore, Unchanged
 from toolmesh.config.validation import validate
 from toolmesh.rpc.service import Reply, Service
 from toolmesh.secrets.crypto import SecretBox
@@ -216,8 +221,16 @@ class ConfigService(Service):
         async with self._pushed.turn(request_id):
             version = await self.store.delete(workspace, keys, request_id=request_id,
                                               actor=actor_of(request))
-            await self._notify(version, workspace, {t for t, _ in keys}, request_id)
-        return empty_response(version)
+            if isinstance(version, Unchanged):
+                # none of the keys existed: no new version, so nothing for watchers to load.
+                # A copy of this request gets the same version from the store as a plain
+                # int; marking it pushed here keeps this process from pushing for that copy.
+                self._pushed.add(request_id, version)
+                log.info("delete of %d item(s) in workspace %r: none exists, config version "
+                         "%d unchanged", len(keys), workspace, version)
+            else:
+                await self._notify(version, workspace, {t for t, _ in keys}, request_id)
+        return empty_response(int(version))
 
     async def _send_push(self, message: dict[str, Any]) -> None:
         assert self._push is not None

@@ -4,15 +4,19 @@ Data model: a store holds string values addressed by ``(workspace, type, key)``.
 stored exactly as given (JSON text by convention, but the store never parses them).
 
 Versioning: the store has ONE version counter for all workspaces. It is 0 for an empty store
-and goes up by exactly 1 on every ``put`` and every ``delete`` call (even one that changes
-nothing), in the same transaction as the data, so a reader that sees version N sees every
-change up to N and versions are never skipped or handed out twice.
+and goes up by exactly 1 on every ``put`` call and every ``delete`` call that removes at least
+one item, in the same transaction as the data, so a reader that sees version N sees every
+change up to N and versions are never skipped or handed out twice. A ``delete`` none of whose
+keys exists changes nothing: no version, no audit entry; it answers the current version as an
+:class:`Unchanged` (so the config service knows there is no change to push).
 
 Idempotency: ``put`` and ``delete`` take an optional ``request_id`` (the bus request's ``id``).
 A broker redelivers a request whose consumer died before acknowledging it, and the consumer
 may well have committed it already; so the store records "request R produced version V" in
 the same transaction as the data and the version bump (a crash cannot separate them), and a
-later call with a recorded R writes nothing, bumps nothing and returns V. A request id stands
+later call with a recorded R writes nothing, bumps nothing and returns V. A ``delete`` that
+changed nothing records R too, with the version it answered: a copy arriving after the keys
+were put again must not delete them (a request gets its first answer). A request id stands
 for one request: a second call with the same id is taken to be the same request, whatever it
 carries. The record is bounded: a write that records an id keeps only the ids of the last
 ``remembered_requests`` versions (default :data:`REMEMBERED_REQUESTS`), its own included, so
@@ -21,7 +25,8 @@ not an age, so the bound holds at any write rate and no clock is involved (machi
 one PostgreSQL need not agree on the time).
 
 Audit: every ``put`` and ``delete`` that writes (not a replay) records, in the same
-transaction, one :class:`AuditEntry` per item — who asked (``actor``: a token id, ``admin``,
+transaction, one :class:`AuditEntry` per item it wrote or removed (a key a delete named but
+did not find is not recorded) — who asked (``actor``: a token id, ``admin``,
 ``local``...; never a secret), when (the database's clock, UTC), the workspace, type and key,
 the operation and the version it made. Token changes are recorded the same way (workspace
 :data:`ALL_WORKSPACES`, type ``token``). The newest :data:`AUDIT_KEPT` entries are kept.
@@ -68,6 +73,21 @@ ALL_WORKSPACES = "*"
 
 TOKEN_TYPE = "token"
 """The type of the audit entries of token changes (the key is the token's id)."""
+
+
+class Unchanged(int):
+    """The version a ``delete`` answers when it removed nothing: the current one, unchanged.
+
+    An ``int`` like every write's answer, so callers that only want the version (and stores
+    that wrap another, passing its answer on) need not know; the config service tells it
+    apart to push no change notice for it. A replay of a recorded request answers a plain
+    ``int``: the record keeps the version, not whether the first call changed anything.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Unchanged({int(self)})"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -147,9 +167,11 @@ class ConfigStore(Protocol):
 
     async def delete(self, workspace: str, keys: Sequence[Key], *,
                      request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
-        """Remove every ``(type, key)`` atomically; missing keys are fine; the new version.
+        """Remove every ``(type, key)`` atomically; missing keys are fine; the new version,
+        or, when none of them exists, :class:`Unchanged` (the current version: nothing is
+        written, bumped or audited, but a ``request_id`` is recorded with it).
 
-        ``request_id`` and ``actor`` as for :meth:`put`.
+        ``request_id`` and ``actor`` as for :meth:`put`; only the removed items are audited.
         """
 
     async def workspaces(self) -> list[str]:

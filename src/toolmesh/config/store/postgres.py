@@ -4,17 +4,19 @@ URL: ``postgresql://user:password@host:5432/db?schema=NAME`` (``postgres://`` to
 optional ``schema`` parameter (default ``public``) names the schema holding the tables; it is
 created, with the tables, if missing. Other parameters (e.g. ``sslmode``) go to asyncpg.
 
-Every write is one transaction that first bumps the version row with ``UPDATE ... RETURNING``.
-The row lock it takes serialises writers across machines, so versions are handed out once,
-without gaps (a rolled-back write gives its number back), and in commit order. The request-id
-check comes right after that lock is taken: in READ COMMITTED the check's statement sees every
-write committed before, so two machines handling the same request id cannot both apply it.
+Every write is one transaction that first locks the version row (``SELECT ... FOR UPDATE``).
+The lock serialises writers across machines; the write bumps the row (``UPDATE ...
+RETURNING``) once it has changed something, so versions are handed out once, without gaps (a
+rolled-back write gives its number back, a delete that found nothing takes none), and in commit
+order. The request-id check comes right after that lock is taken: in READ COMMITTED the check's
+statement sees every write committed before, so two machines handling the same request id
+cannot both apply it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -31,6 +33,7 @@ from toolmesh.config.store.base import (
     Item,
     Key,
     StoredToken,
+    Unchanged,
     check_history,
     check_items,
     check_keys,
@@ -72,13 +75,6 @@ def split_schema(url: str) -> tuple[str, str]:
                           f" got {schema!r}")
     rest = urlencode([(k, v) for k, v in pairs if k != "schema"])
     return urlunsplit(parts._replace(query=rest)), schema
-
-
-class _Replayed(Exception):
-    """Raised inside a write transaction (rolling it back) when its request id is recorded."""
-
-    def __init__(self, version: int) -> None:
-        self.version = version
 
 
 class PostgresConfigStore:
@@ -273,35 +269,52 @@ class PostgresConfigStore:
         sql = (f"INSERT INTO {self._config} (workspace, type, key, value)"
                f" SELECT $1, t, k, v FROM unnest($2::text[], $3::text[], $4::text[]) AS u(t, k, v)"
                f" ON CONFLICT (workspace, type, key) DO UPDATE SET value = EXCLUDED.value")
-        args = (workspace, [i[0] for i in items], [i[1] for i in items], [i[2] for i in items])
-        return await self._write("put", workspace, len(items), sql if items else None, args,
-                                 request_id, (actor, [(t, k) for t, k, _ in items]))
+
+        async def write(conn: asyncpg.Connection) -> list[Key]:
+            if items:
+                await conn.execute(sql, workspace, [i[0] for i in items],
+                                   [i[1] for i in items], [i[2] for i in items])
+            return [(t, k) for t, k, _ in items]  # a put is a change even if nothing differs
+
+        return await self._write("put", workspace, len(items), write, request_id, actor)
 
     async def delete(self, workspace: str, keys: Sequence[Key], *,
                      request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
-        """Remove every ``(type, key)`` in one transaction; the new version (``request_id``
-        and ``actor`` as for :meth:`put`)."""
+        """Remove every ``(type, key)`` in one transaction; the new version, or
+        :class:`Unchanged` when none of them exists (``request_id`` and ``actor`` as for
+        :meth:`put`)."""
         check_name("workspace", workspace)
         pairs = check_keys(keys)
         check_request_id(request_id)
         check_name("actor", actor)
         sql = (f"DELETE FROM {self._config} c USING unnest($2::text[], $3::text[]) AS k(t, k)"
-               f" WHERE c.workspace = $1 AND c.type = k.t AND c.key = k.k")
-        args = (workspace, [t for t, _ in pairs], [k for _, k in pairs])
-        return await self._write("delete", workspace, len(pairs), sql if pairs else None, args,
-                                 request_id, (actor, pairs))
+               f" WHERE c.workspace = $1 AND c.type = k.t AND c.key = k.k"
+               f" RETURNING c.type, c.key")
 
-    async def _write(self, op: str, workspace: str, count: int, sql: str | None,
-                     args: tuple[Any, ...], request_id: str | None,
-                     audit: tuple[str, list[Key]]) -> int:
+        async def remove(conn: asyncpg.Connection) -> list[Key] | None:
+            if not pairs:
+                return None
+            rows = await conn.fetch(sql, workspace, [t for t, _ in pairs],
+                                    [k for _, k in pairs])
+            gone = {(r["type"], r["key"]) for r in rows}
+            return [p for p in pairs if p in gone] or None  # in the caller's order
+
+        return await self._write("delete", workspace, len(pairs), remove, request_id, actor)
+
+    async def _write(self, op: str, workspace: str, count: int,
+                     change: Callable[[asyncpg.Connection], Awaitable[list[Key] | None]],
+                     request_id: str | None, actor: str) -> int:
+        """Run ``change`` (which returns the keys it wrote or removed, or ``None`` when it
+        changed nothing) in one transaction with the version bump, the audit and the request
+        record; the version to answer."""
         pool = self._require_pool()
         try:
             async with pool.acquire() as conn, conn.transaction():
-                # the version first: its row lock orders concurrent writers by commit
-                version = await conn.fetchval(f"UPDATE {self._version}"
-                                              " SET version = version + 1 WHERE id = 1"
-                                              " RETURNING version")
-                if version is None:
+                # the version row's lock first: it orders concurrent writers by commit; the
+                # bump itself waits until the change is known to change something
+                current = await conn.fetchval(f"SELECT version FROM {self._version}"
+                                              " WHERE id = 1 FOR UPDATE")
+                if current is None:
                     raise ConfigError(f"the config store at {self.url} has no version row in"
                                       f" {self._version}; was it emptied by hand?")
                 if request_id is not None:
@@ -309,20 +322,23 @@ class PostgresConfigStore:
                     recorded = await conn.fetchval(f"SELECT version FROM {self._applied}"
                                                    " WHERE request_id = $1", request_id)
                     if recorded is not None:
-                        raise _Replayed(int(recorded))  # rolls back the bump
-                if sql is not None:
-                    await conn.execute(sql, *args)
-                actor, keys = audit
-                await self._record_audit(conn, actor, workspace, op, keys, version)
+                        return int(recorded)  # a replay: nothing was written
+                changed = await change(conn)
+                version: int
+                if changed is None:
+                    version = Unchanged(current)
+                else:
+                    version = int(await conn.fetchval(f"UPDATE {self._version}"
+                                                      " SET version = version + 1 WHERE id = 1"
+                                                      " RETURNING version"))
+                    await self._record_audit(conn, actor, workspace, op, changed, version)
                 if request_id is not None:
                     # the record, and forgetting ids too old to keep, in the same transaction
                     await conn.execute(f"WITH pruned AS (DELETE FROM {self._applied}"
                                        "  WHERE version <= $2::bigint - $3::bigint)"
                                        f" INSERT INTO {self._applied} (request_id, version)"
                                        " VALUES ($1, $2)",
-                                       request_id, version, self.remembered_requests)
-        except _Replayed as replay:
-            return replay.version
+                                       request_id, int(version), self.remembered_requests)
         except _DB_ERRORS as e:
             if isinstance(e, asyncpg.PostgresError) and not isinstance(
                     e, asyncpg.PostgresConnectionError):
@@ -332,7 +348,7 @@ class PostgresConfigStore:
                 outcome = "the connection failed; compare version() to see if it was written"
             raise self._error(f"cannot {op} {count} item(s) in workspace {workspace!r} of the"
                               f" config store at {self.url} ({outcome})", e) from None
-        return int(version)
+        return version
 
     # --- audit and tokens ----------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from toolmesh.config.store.base import (
     Item,
     Key,
     StoredToken,
+    Unchanged,
     check_history,
     check_items,
     check_keys,
@@ -260,26 +261,41 @@ class SQLiteConfigStore:
         items = check_items(values)
         check_request_id(request_id)
         check_name("actor", actor)
-        return await self._run(self._write, "put", workspace, len(items), self._put,
-                               [(workspace, t, k, v) for t, k, v in items], request_id,
-                               [(actor, workspace, "put", t, k) for t, k, _ in items])
+        rows = [(workspace, t, k, v) for t, k, v in items]
+
+        def write(db: sqlite3.Connection) -> list[Key]:
+            db.executemany("INSERT INTO toolmesh_config (workspace, type, key, value)"
+                           " VALUES (?, ?, ?, ?) ON CONFLICT (workspace, type, key)"
+                           " DO UPDATE SET value = excluded.value", rows)
+            return [(t, k) for t, k, _ in items]  # a put is a change even if nothing differs
+
+        return await self._run(self._write, "put", workspace, len(items), write, request_id,
+                               actor)
 
     async def delete(self, workspace: str, keys: Sequence[Key], *,
                      request_id: str | None = None, actor: str = SYSTEM_ACTOR) -> int:
-        """Remove every ``(type, key)`` in one transaction; the new version (``request_id``
-        and ``actor`` as for :meth:`put`)."""
+        """Remove every ``(type, key)`` in one transaction; the new version, or
+        :class:`Unchanged` when none of them exists (``request_id`` and ``actor`` as for
+        :meth:`put`)."""
         check_name("workspace", workspace)
         pairs = check_keys(keys)
         check_request_id(request_id)
         check_name("actor", actor)
-        return await self._run(self._write, "delete", workspace, len(pairs), self._delete,
-                               [(workspace, t, k) for t, k in pairs], request_id,
-                               [(actor, workspace, "delete", t, k) for t, k in pairs])
+
+        def remove(db: sqlite3.Connection) -> list[Key] | None:
+            sql = "DELETE FROM toolmesh_config WHERE workspace = ? AND type = ? AND key = ?"
+            removed = [(t, k) for t, k in pairs if db.execute(sql, (workspace, t, k)).rowcount]
+            return removed or None
+
+        return await self._run(self._write, "delete", workspace, len(pairs), remove,
+                               request_id, actor)
 
     def _write(self, op: str, workspace: str, count: int,
-               fn: Callable[[sqlite3.Connection, list[tuple[str, ...]]], None],
-               rows: list[tuple[str, ...]], request_id: str | None,
-               audit: list[tuple[str, ...]]) -> int:
+               change: Callable[[sqlite3.Connection], list[Key] | None],
+               request_id: str | None, actor: str) -> int:
+        """Run ``change`` (which returns the keys it wrote or removed, or ``None`` when it
+        changed nothing) in one write transaction with the version bump, the audit and the
+        request record; the version to answer."""
         db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -287,20 +303,25 @@ class SQLiteConfigStore:
             raise ConfigError(f"cannot {op} in the config store at {self.path}"
                               f" (nothing was written): {e}") from None
         try:
-            # under the write lock: no other writer can record this id between check and write
+            # under the write lock: no other writer can record this id between check and write,
+            # nor bump the version between the change and its bump
             recorded = None if request_id is None else db.execute(
                 "SELECT version FROM toolmesh_config_applied WHERE request_id = ?",
                 (request_id,)).fetchone()
             if recorded is not None:
                 db.execute("ROLLBACK")  # nothing was written: a replay
                 return int(recorded[0])
-            row = db.execute(_BUMP).fetchone()
-            if row is None:
-                raise ConfigError(f"the config store at {self.path} has no version row in"
-                                  " toolmesh_config_version; was it emptied by hand?")
-            version = int(row[0])
-            fn(db, rows)
-            self._audit(db, [(*entry, version) for entry in audit])
+            changed = change(db)
+            version: int
+            if changed is None:
+                version = Unchanged(self._version(db))
+            else:
+                row = db.execute(_BUMP).fetchone()
+                if row is None:
+                    raise ConfigError(f"the config store at {self.path} has no version row in"
+                                      " toolmesh_config_version; was it emptied by hand?")
+                version = int(row[0])
+                self._audit(db, [(actor, workspace, op, t, k, version) for t, k in changed])
             if request_id is not None:
                 self._record(db, request_id, version)
             db.execute("COMMIT")
@@ -329,19 +350,7 @@ class SQLiteConfigStore:
         db.execute("DELETE FROM toolmesh_config_applied WHERE version <= ?",
                    (version - self.remembered_requests,))
         db.execute("INSERT INTO toolmesh_config_applied (request_id, version) VALUES (?, ?)",
-                   (request_id, version))
-
-    @staticmethod
-    def _put(db: sqlite3.Connection, rows: list[tuple[str, ...]]) -> None:
-        db.executemany("INSERT INTO toolmesh_config (workspace, type, key, value)"
-                       " VALUES (?, ?, ?, ?)"
-                       " ON CONFLICT (workspace, type, key) DO UPDATE SET value = excluded.value",
-                       rows)
-
-    @staticmethod
-    def _delete(db: sqlite3.Connection, rows: list[tuple[str, ...]]) -> None:
-        db.executemany("DELETE FROM toolmesh_config WHERE workspace = ? AND type = ? AND key = ?",
-                       rows)
+                   (request_id, int(version)))
 
     # --- audit and tokens ----------------------------------------------------------------
 
