@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 from cryptography.fernet import Fernet
 
-from tests.config.test_store_contract import POSTGRES_URL, Backend, _qi, backend  # noqa: F401
+from tests.config.test_store_contract import POSTGRES_URL, Backend, _qi
 from toolmesh.secrets import SealedStore, SecretBox, SecretKeyError
 
 WS = "default"

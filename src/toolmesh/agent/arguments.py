@@ -5,7 +5,7 @@ A declared argument describes a value, optionally with constraints; it is requir
 it says ``"required": true`` or the server's schema requires it. An argument the tool does not
 declare is passed through: for a tool with a schema (an MCP tool's ``inputSchema``) the
 schema decides whether it is accepted; a tool without one (tool services, prompt templates)
-validates its own input (SPEC §2: requests are untyped).
+validates its own input (tool-service requests are untyped).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ReAct loop (SPEC §1): think, act, observe, until a final answer.
+"""The ReAct loop: think, act, observe, until a final answer.
 
 Errors are kept apart as DESIGN.md says: the model's faults (unknown tool, bad arguments,
 unparsable reply) and a tool's faults (error response, timeout) become observations the LLM

@@ -1,8 +1,11 @@
-"""``toolmesh tool-service invoke ID``: call a configured tool service directly through the
-gateway's ``tool-service`` route — to try a service before giving it to an agent.
+"""``toolmesh tool-service register|invoke``.
 
-Without ``--stream`` one REST call prints the whole observation; with ``--stream`` the
-WebSocket prints each piece as the service sends it.
+``register MODULE:CLASS`` writes the config items a tool service's class declares (its
+``definition``: the ``tool-service`` descriptor and a ``tool`` per tool) in one put, so the
+agent offers its tools. ``invoke ID`` calls a configured tool service directly through the
+gateway's ``tool-service`` route — to try a service before giving it to an agent: without
+``--stream`` one REST call prints the whole observation; with ``--stream`` the WebSocket
+prints each piece as the service sends it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from typing import Any
 
 from toolmesh.cli import config_cmd
@@ -22,8 +26,10 @@ CLIENT_MARGIN = 10.0
 
 
 def add_parser(commands: Any) -> None:
-    p = commands.add_parser("tool-service", help="call a configured tool service directly")
+    p = commands.add_parser("tool-service",
+                            help="register a tool service's tools; call a tool service directly")
     sub = p.add_subparsers(dest="tool_service_command", required=True, metavar="COMMAND")
+    add_register_parser(sub)
     invoke = sub.add_parser(
         "invoke", help="call the tool service of config item tool-service/ID",
         description="Call the tool service that config item tool-service/ID describes, with "
@@ -41,6 +47,67 @@ def add_parser(commands: Any) -> None:
                         help="seconds to wait for the service (default: %(default)g)")
     config_cmd.add_gateway_flags(invoke)
     invoke.set_defaults(run=run, sync=True)
+
+
+def add_register_parser(sub: Any) -> None:
+    register = sub.add_parser(
+        "register", help="write the config items a tool service's class declares",
+        description="Import MODULE:CLASS (from the current folder first, like python -m) and "
+                    "write the tool-service item and the tool items its `definition` "
+                    "declares, in one put; the agent offers the tools at once. Give the same "
+                    "--id/--topic as to `toolmesh run` when you override them there.")
+    register.add_argument("service", metavar="MODULE:CLASS",
+                          help="the tool service class, or a built-in (joke)")
+    register.add_argument("--id", default=None,
+                          help="the service id (the tool-service item's key; default: the "
+                               "definition's)")
+    register.add_argument("--topic", default=None,
+                          help="queues non-persistent://tg/request/TOPIC and .../response/TOPIC "
+                               "(default: the definition's)")
+    register.add_argument("--request-queue", default=None, help="explicit request queue")
+    register.add_argument("--response-queue", default=None, help="explicit response queue")
+    register.add_argument("-n", "--dry-run", action="store_true",
+                          help="print the items as JSON instead of writing them")
+    config_cmd.add_gateway_flags(register)
+    register.set_defaults(run=run_register, sync=True)
+
+
+def registered_items(args: argparse.Namespace) -> dict[tuple[str, str], dict[str, Any]]:
+    """The items ``args.service``'s definition declares, with the command line's overrides."""
+    from toolmesh.cli.run_service import load_service_class
+    from toolmesh.tools.definition import DefinitionError
+
+    cls = load_service_class(args.service)
+    if cls.definition is None:
+        raise CliError(
+            f"{args.service} declares no definition: give the class a `definition = "
+            "ToolServiceDefinition(...)` (docs/tool-services.md), or write its tool-service "
+            "and tool items with `toolmesh config put`")
+    if (args.request_queue is None) != (args.response_queue is None):
+        raise CliError("give both --request-queue and --response-queue, or neither")
+    if args.topic is not None and args.request_queue is not None:
+        raise CliError("give --topic or --request-queue/--response-queue, not both")
+    try:
+        return cls.definition.items(id=args.id, topic=args.topic,
+                                    request_queue=args.request_queue,
+                                    response_queue=args.response_queue)
+    except (DefinitionError, ValueError) as e:
+        raise CliError(f"the definition of {args.service} is invalid: "
+                       f"{getattr(e, 'message', e)}") from None
+
+
+def run_register(args: argparse.Namespace) -> int:
+    items = registered_items(args)
+    if args.dry_run:
+        print(json.dumps({f"{t}/{k}": v for (t, k), v in items.items()}, indent=2,
+                         ensure_ascii=False))
+        return 0
+    values = [{"type": t, "key": k, "value": json.dumps(v)} for (t, k), v in items.items()]
+    response = config_cmd.config_request(args, {"operation": "put", "values": values})
+    names = ", ".join(f"{t}/{k}" for t, k in items)
+    print(f"registered {names} in workspace {args.workspace!r} "
+          f"(version {response.get('version')})", file=sys.stderr)
+    return 0
 
 
 def positive_seconds(text: str) -> float:

@@ -1,8 +1,9 @@
 """Validation of the config types toolmesh understands, applied to every put.
 
-``tool-service``, ``tool`` and ``mcp`` values must be JSON objects with the fields SPEC.md
-requires; any other type is stored as given. A failure names the item and the field, and the
-whole put is refused (nothing is stored). Values Python cannot decode safely (nested too
+``tool-service``, ``tool`` and ``mcp`` values must be JSON objects with the fields their
+type requires (TrustGraph's formats; the README and docs/tool-services.md); any other type is
+stored as given. A failure names the item and the field, and the whole put is refused
+(nothing is stored). Values Python cannot decode safely (nested too
 deep, integers too long) or that hold lone surrogates are refused like any other bad value.
 """
 

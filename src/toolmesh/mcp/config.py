@@ -1,4 +1,4 @@
-"""``McpServer``: one ``mcp/<id>`` config item as a typed, immutable object (SPEC §3).
+"""``McpServer``: one ``mcp/<id>`` config item as a typed, immutable object.
 
 The item names the server side of an MCP tool::
 

@@ -1,4 +1,4 @@
-"""Tool-service wire messages (SPEC §2).
+"""Tool-service wire messages (docs/tool-services.md, "The wire").
 
 Request: ``{"user": ..., "config": "<json object>", "arguments": "<json object>"}``.
 Response: ``{"error": null | {"type", "message"}, "response": "<text>", "end_of_stream": bool}``.

@@ -4,7 +4,7 @@ TrustGraph's ``knowledge-query``, ``structured-query`` and ``row-embeddings-quer
 its graph-rag, structured-query and row-embeddings-query services. toolmesh runs none of
 them, so a tool of such a type could only ever fail: the config service refuses a put of one,
 and the agent does not offer one stored before; both say why with :func:`not_available`.
-The same question can still reach such a service: through a tool service (SPEC §2).
+The same question can still reach such a service: through a tool service (docs/tool-services.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``DynamicToolService``: the base class a tool-service author subclasses (SPEC §2)."""
+"""``DynamicToolService``: the base class a tool-service author subclasses
+(docs/tool-services.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``mcp-tool`` tools: a tool on an MCP server, through the mcp-tool service (SPEC §3).
+"""``mcp-tool`` tools: a tool on an MCP server, through the mcp-tool service.
 
 Declared ``arguments`` are what the LLM is shown (the seed's requirement), completed by the
 server's ``tools/list`` ``inputSchema`` once known (its required-ness and constraints); a tool
@@ -80,7 +80,7 @@ class McpTool(Tool):
         return check_arguments(arguments, self.info.arguments, schema=self._validator)
 
     async def invoke(self, arguments: dict[str, Any], call: Call) -> str:
-        # The LLM's parameters go to the server unchanged (SPEC §3, requirement 7).
+        # The LLM's parameters go to the server unchanged: the server judges them.
         try:
             return str(await self.client.invoke(self.mcp_id, arguments, timeout=call.timeout,
                                                 max_timeout=call.max_timeout,

@@ -38,7 +38,7 @@ def _prompts(key: str, context: BuildContext) -> Any:
 
 
 async def build_text_completion(key: str, config: Mapping[str, Any], context: BuildContext) -> Tool:
-    # The argument list is fixed (SPEC §1): the LLM always passes one question.
+    # The argument list is fixed (TrustGraph's): the LLM always passes one question.
     info = ToolInfo.from_config(key, config, arguments=QUESTION)
     return PromptTool(info, _prompts(key, context), "question", workspace=context.workspace)
 

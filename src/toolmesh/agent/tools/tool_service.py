@@ -1,4 +1,4 @@
-"""``tool-service`` tools: any service on the bus, through its descriptor (SPEC §2)."""
+"""``tool-service`` tools: any service on the bus, through its descriptor (docs/tool-services.md)."""
 
 from __future__ import annotations
 
