@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
-
-from jsonschema.protocols import Validator
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolmesh.agent.outline import normalize, outline
 from toolmesh.agent.problems import json_type, problems
-from toolmesh.schema.tool_arguments import ARGUMENT_TYPES, VALIDATOR, value_schema
+from toolmesh.schema.tool_arguments import ARGUMENT_TYPES, validator, value_schema
+
+if TYPE_CHECKING:
+    # jsonschema loads at the first check (schema/tool_arguments.py: validator())
+    from jsonschema.protocols import Validator
 
 ArgumentType = Literal["string", "number", "integer", "boolean", "object", "array"]
 
@@ -124,7 +126,7 @@ def check_arguments(arguments: Any, declared: Sequence[Argument], *,
     """
     if not isinstance(arguments, dict):
         return [f"Args must be a JSON object, not {json_type(arguments)}"]
-    errors = list(VALIDATOR(declared_schema(declared)).iter_errors(arguments))
+    errors = list(validator()(declared_schema(declared)).iter_errors(arguments))
     if schema is not None:
         errors += schema.iter_errors(arguments)
     return problems(errors)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import ValidationError
+if TYPE_CHECKING:
+    # the errors come from a check, which imports jsonschema (schema/tool_arguments.py)
+    from jsonschema import ValidationError
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from toolmesh.bus import connect
-from toolmesh.bus.memory import new_memory_url
 from toolmesh.errors import RequestError
-from toolmesh.tools.client import ToolServiceClient
-from toolmesh.tools.queues import topic_queues
-from toolmesh.tools.services.joke import JokeService, StreamingJokeService
+
+# The bus, the client and the joke services are imported when the command runs: every
+# `toolmesh` command loads this module to build its parser.
 
 
 def add_parser(commands: Any) -> None:
@@ -22,6 +20,12 @@ def add_parser(commands: Any) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
+    from toolmesh.bus import connect
+    from toolmesh.bus.memory import new_memory_url
+    from toolmesh.tools.client import ToolServiceClient
+    from toolmesh.tools.queues import topic_queues
+    from toolmesh.tools.services.joke import JokeService, StreamingJokeService
+
     bus = await connect(args.bus or new_memory_url())
     request_queue, response_queue = topic_queues("joke")
     stream_request, stream_response = topic_queues("joke-streaming")

@@ -9,15 +9,18 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
-import urllib.error
-import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from toolmesh.errors import ToolmeshError
 from toolmesh.schema.json_object import json_object
 from toolmesh.urls import mask_url
+
+if TYPE_CHECKING:
+    import urllib.error
+
+# urllib.request is imported by the first call, not here: it brings ssl, http.client and the
+# email package (~20 ms), and every command imports this module, --help and --version too.
 
 DEFAULT_URL = "http://localhost:8888/"
 
@@ -67,6 +70,9 @@ class GatewayClient:
         return Deadlines().of(path.rstrip("/").rsplit("/", 1)[-1])
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        import urllib.error
+        import urllib.request
+
         deadline = self.deadline(path)
         request = urllib.request.Request(
             self.url + path.lstrip("/"), data=json.dumps(body).encode(), method="POST",
@@ -111,6 +117,8 @@ class GatewayClient:
 def gateway_unreachable(url: str, reason: object) -> str:
     """One line saying the gateway at ``url`` could not be reached, why (``reason``: the
     connection's error), and what to do about it."""
+    import socket
+
     where = f"cannot reach the gateway at {mask_url(url)}"
     cause = _os_error(reason)
     if isinstance(cause, ConnectionRefusedError) \
@@ -126,6 +134,8 @@ def gateway_unreachable(url: str, reason: object) -> str:
 
 def _os_error(reason: object) -> BaseException | None:
     """The operating system's error under a connection error (aiohttp and urllib wrap it)."""
+    import socket
+
     chain: list[BaseException] = []
     seen = reason if isinstance(reason, BaseException) else None
     while seen is not None and seen not in chain and len(chain) < 5:

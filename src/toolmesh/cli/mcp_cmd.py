@@ -8,7 +8,6 @@ calling the service) are shared with the ``tg-*-mcp-tool`` scripts in :mod:`tg_t
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shlex
 import sys
@@ -339,5 +338,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"deleted mcp/{args.id} (version {version})", file=sys.stderr)
     elif command == "invoke":
         # over the WebSocket, so the server's progress shows while the call runs
+        import asyncio
+
         print(result_text(asyncio.run(invoke_watching(args, args.name, parameters(args)))))
     return 0

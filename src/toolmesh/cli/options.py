@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolmesh.config.stdio import ENV as STDIO_ALLOW_ENV
 from toolmesh.config.stdio import FLAG as STDIO_ALLOW_FLAG
 from toolmesh.errors import ToolmeshError
 
-log = logging.getLogger("toolmesh.options")
+if TYPE_CHECKING:
+    import logging
+
+
+def log() -> logging.Logger:
+    """This module's logger. logging is imported at the first message, not with the module:
+    every `toolmesh` command loads this module to build its parser."""
+    import logging
+
+    return logging.getLogger("toolmesh.options")
+
 
 DEFAULT_BUS = "memory://"
 TOKEN_ENV = "TOOLMESH_GATEWAY_TOKEN"
@@ -170,8 +180,8 @@ def add_gateway(parser: argparse.ArgumentParser, *, startup_grace: float = 15.0)
 def gateway_token(args: argparse.Namespace) -> str | None:
     """The gateway token: ``--token``, ``--token-file``, or the environment."""
     if args.token:
-        log.warning("--token makes the token visible to every user of this machine in the "
-                    "process list; prefer %s or --token-file", TOKEN_ENV)
+        log().warning("--token makes the token visible to every user of this machine in the "
+                      "process list; prefer %s or --token-file", TOKEN_ENV)
         return args.token
     if args.token_file:
         return read_secret_file(args.token_file, "--token-file")
@@ -227,8 +237,8 @@ def add_llm(parser: argparse.ArgumentParser) -> None:
 def llm_api_key(args: argparse.Namespace) -> str | None:
     """The API key from ``--api-key`` or ``--api-key-file``; ``None``: the environment's."""
     if args.api_key:
-        log.warning("--api-key makes the key visible to every user of this machine in the "
-                    "process list; prefer TOOLMESH_LLM_API_KEY or --api-key-file")
+        log().warning("--api-key makes the key visible to every user of this machine in the "
+                      "process list; prefer TOOLMESH_LLM_API_KEY or --api-key-file")
         return args.api_key
     if args.api_key_file:
         return read_secret_file(args.api_key_file, "--api-key-file")

@@ -6,17 +6,33 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
-import logging
 import os
 import sys
-import traceback
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from toolmesh.bus import DEFAULT_CONCURRENCY, Bus
+from toolmesh.bus import DEFAULT_CONCURRENCY
 from toolmesh.errors import ToolmeshError
-from toolmesh.tools.service import DynamicToolService
 
-log = logging.getLogger("toolmesh.run-service")
+if TYPE_CHECKING:
+    import logging
+    import traceback
+
+    from toolmesh.bus import Bus
+    from toolmesh.tools.service import DynamicToolService
+
+# DynamicToolService is imported where a class is checked against it, not here: every
+# `toolmesh` command loads this module to build its parser, and the tool service brings the
+# RPC layer and asyncio along.
+
+
+def log() -> logging.Logger:
+    """This module's logger. logging is imported at the first message, not with the module:
+    every `toolmesh` command loads this module to build its parser."""
+    import logging
+
+    return logging.getLogger("toolmesh.run-service")
+
 
 #: built-in services: name -> MODULE:CLASS (their definitions give their topic and id; the
 #: joke services share theirs, so every joke process serves one subscription)
@@ -66,6 +82,8 @@ def load_service_class(spec: str) -> type[DynamicToolService]:
     The current folder comes first on the import path, as with ``python -m``: a service in
     ``./wordtools.py`` runs as ``toolmesh run wordtools:WordCount``.
     """
+    from toolmesh.tools.service import DynamicToolService
+
     path = BUILTIN.get(spec, spec)
     module_name, sep, class_name = path.partition(":")
     if not sep or not module_name or not class_name:
@@ -119,6 +137,8 @@ def _import_failure(name: str, error: Exception) -> ToolmeshError:
 def _failing_frame(error: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of the user's code in ``error``'s traceback (import machinery,
     this module and importlib left out)."""
+    import traceback
+
     frames = [f for f in traceback.extract_tb(error.__traceback__)
               if not f.filename.startswith("<") and f.filename != __file__
               and not f.filename.startswith(os.path.dirname(importlib.__file__))]
@@ -140,6 +160,8 @@ def _one_line(text: str) -> str:
 
 def service_classes(module: ModuleType) -> list[str]:
     """The names of the DynamicToolService subclasses ``module`` holds."""
+    from toolmesh.tools.service import DynamicToolService
+
     return sorted(name for name, value in vars(module).items()
                   if isinstance(value, type) and issubclass(value, DynamicToolService)
                   and value is not DynamicToolService)
@@ -147,6 +169,8 @@ def service_classes(module: ModuleType) -> list[str]:
 
 def _what(value: object) -> str:
     """What ``value`` is, in words: "a function", "a class based on Exception", ..."""
+    from toolmesh.tools.service import DynamicToolService
+
     if value is DynamicToolService:
         return "the DynamicToolService base class itself"
     if isinstance(value, type):
@@ -190,6 +214,6 @@ def build_tool_service(bus: Bus, spec: str, args: argparse.Namespace) -> Dynamic
                       concurrency=args.concurrency)
     except (TypeError, ValueError) as e:
         raise ToolmeshError(f"cannot construct {cls.__name__}: {e}", type="usage-error") from None
-    log.info("%s (id %s): %s -> %s, %d at once", cls.__name__, service.id,
-             service.request_queue.pulsar, service.response_queue.pulsar, args.concurrency)
+    log().info("%s (id %s): %s -> %s, %d at once", cls.__name__, service.id,
+               service.request_queue.pulsar, service.response_queue.pulsar, args.concurrency)
     return service

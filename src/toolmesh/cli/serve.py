@@ -5,32 +5,39 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import logging
 import os
-import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from toolmesh.bus import DEFAULT_CONCURRENCY, connect
-from toolmesh.bus.base import Bus
+from toolmesh.bus import DEFAULT_CONCURRENCY
 from toolmesh.cli import options, run_service
 from toolmesh.config.stdio import StdioAllowList
 from toolmesh.errors import ToolmeshError
-from toolmesh.logs import register_secret
-from toolmesh.rpc.service import Service
-from toolmesh.runtime import Part, configure_logging, serve
 from toolmesh.urls import mask_url
 
 if TYPE_CHECKING:
+    import logging
+    import socket
+
+    from toolmesh.bus.base import Bus
     from toolmesh.config.store.base import ConfigStore
     from toolmesh.gateway import GatewayOptions
     from toolmesh.llm.base import LLMProvider
+    from toolmesh.runtime import Part
 
-# The parts are imported when they are built, not here: every `toolmesh` command loads this
-# module, and the MCP SDK alone takes most of a second to import.
+# The parts, the bus's connect and the runtime are imported when they are used, not here:
+# every `toolmesh` command loads this module to build its parser; the MCP SDK alone takes most
+# of a second to import, asyncio and the RPC layer tens of milliseconds.
 
-log = logging.getLogger("toolmesh.serve")
+
+def log() -> logging.Logger:
+    """This module's logger. logging is imported at the first message, not with the module:
+    every `toolmesh` command loads this module to build its parser."""
+    import logging
+
+    return logging.getLogger("toolmesh.serve")
+
 
 PARTS = ("config", "text-completion", "prompt", "mcp-tool", "agent", "joke", "gateway")
 
@@ -145,10 +152,10 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
 def stdio_allow(args: argparse.Namespace) -> StdioAllowList:
     allow = StdioAllowList.parse(args.mcp_stdio_allow)
     if allow.any_command:
-        log.warning("stdio MCP servers may run ANY command (--mcp-stdio-allow '*'): whoever "
-                    "can write config can run programs on this machine")
+        log().warning("stdio MCP servers may run ANY command (--mcp-stdio-allow '*'): whoever "
+                      "can write config can run programs on this machine")
     elif allow.commands:
-        log.info("stdio MCP servers may run: %s", allow)
+        log().info("stdio MCP servers may run: %s", allow)
     return allow
 
 
@@ -159,12 +166,12 @@ def llm_provider(args: argparse.Namespace) -> LLMProvider:
 
     if args.llm:
         provider = open_provider(args.llm, model=args.model, api_key=options.llm_api_key(args))
-        log.info("LLM: %s", provider.name)
+        log().info("LLM: %s", provider.name)
         return provider
-    log.warning("OFFLINE DEMO MODE: no --llm given, so answers come from a scripted demo "
-                "model that calls tell-joke when asked for a joke, and any tool when told 'use "
-                "TOOL with {JSON}'. Use a real model with "
-                "--llm http://HOST:PORT/v1 --model NAME (OpenAI, vLLM, Ollama, llama.cpp).")
+    log().warning("OFFLINE DEMO MODE: no --llm given, so answers come from a scripted demo "
+                  "model that calls tell-joke when asked for a joke, and any tool when told 'use "
+                  "TOOL with {JSON}'. Use a real model with "
+                  "--llm http://HOST:PORT/v1 --model NAME (OpenAI, vLLM, Ollama, llama.cpp).")
     return demo_llm()
 
 
@@ -189,9 +196,9 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         box = SecretBox.from_environment()  # a bad key fails before the store is touched
         store = await open_store(url)
         stores.append(store)
-        log.info("config store: %s (secrets %s)", mask_url(url),
-                 "encrypted at rest" if box else "stored in clear: set TOOLMESH_SECRET_KEY "
-                 "to encrypt them")
+        log().info("config store: %s (secrets %s)", mask_url(url),
+                   "encrypted at rest" if box else "stored in clear: set TOOLMESH_SECRET_KEY "
+                   "to encrypt them")
         from toolmesh.prompt import shipped_items  # here: the prompt package imports config
 
         return ConfigService(bus, store, stdio_allow=stdio_allow(args), secret_box=box,
@@ -250,6 +257,11 @@ async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:
 
 async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
                      listeners: list[socket.socket]) -> int:
+    from toolmesh.bus import connect
+    from toolmesh.logs import register_secret
+    from toolmesh.rpc.service import Service
+    from toolmesh.runtime import configure_logging, serve
+
     configure_logging(args.log_level)
     for url in (args.bus, getattr(args, "config_store", None)):
         register_secret(_password(url))
@@ -266,7 +278,7 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
     stores: list[ConfigStore] = []
     providers: list[LLMProvider] = []
     try:
-        log.info("bus: %s", mask_url(args.bus))
+        log().info("bus: %s", mask_url(args.bus))
         built = [await build(p, bus, args, stores, providers) for p in parts]
         for part in built:
             if isinstance(part, Service):

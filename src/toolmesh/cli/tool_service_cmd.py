@@ -11,7 +11,6 @@ prints each piece as the service sends it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
@@ -194,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         request = call_request(args)
         if args.stream:
+            import asyncio  # here: the call without --stream is one synchronous request
+
             asyncio.run(stream(args, request))
         else:
             print(shown(invoke(args, request)))

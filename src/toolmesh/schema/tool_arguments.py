@@ -15,9 +15,10 @@ same object and also accepts, all optional:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 #: JSON Schema type names, the types an argument may declare
 ARGUMENT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
@@ -34,8 +35,18 @@ VALUE_KEYWORDS = (
     "anyOf", "oneOf", "allOf", "not", "$defs",
 )
 
-#: the dialect a declared argument's value schema is read in (MCP's inputSchema default)
-VALIDATOR = jsonschema.Draft202012Validator
+
+def validator() -> type[Validator]:
+    """The validator class of the dialect a declared argument's value schema is read in
+    (draft 2020-12, MCP's inputSchema default).
+
+    jsonschema is imported here, at the first check, not with this module: it takes about
+    0.1 s to import, and every toolmesh process imports this module at start (through config
+    validation) while only a put of a ``tool`` item or an agent's tool call checks anything.
+    """
+    import jsonschema
+
+    return jsonschema.Draft202012Validator
 
 
 def value_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,13 +85,16 @@ def argument_problem(raw: Mapping[str, Any]) -> tuple[str, str] | None:
         if isinstance(raw.get("properties"), dict) and missing:
             return "required-properties", (f"names {missing[0]!r}, which is not one of its "
                                            "properties")
+    from jsonschema import SchemaError  # see validator()
+
     schema = value_schema(raw)
+    cls = validator()
     try:
-        VALIDATOR.check_schema(schema)
-    except jsonschema.SchemaError as e:
+        cls.check_schema(schema)
+    except SchemaError as e:
         return _field(e.absolute_path) or "type", f"is not valid JSON Schema: {e.message}"
     # A default or an enum value the argument itself refuses would mislead the LLM.
-    check = VALIDATOR({k: v for k, v in schema.items() if k not in ("default", "enum")})
+    check = cls({k: v for k, v in schema.items() if k not in ("default", "enum")})
     for field, value in [("default", schema["default"])] if "default" in schema else []:
         error = next(iter(check.iter_errors(value)), None)
         if error is not None:

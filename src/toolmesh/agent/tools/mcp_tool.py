@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from toolmesh.agent.arguments import (
     Argument,
@@ -26,6 +24,9 @@ from toolmesh.agent.tools.context import BuildContext
 from toolmesh.agent.tools.mcp_schemas import McpSchemas
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.errors import RequestError
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 log = logging.getLogger("toolmesh.agent.mcp")
 
@@ -48,7 +49,7 @@ class McpTool(Tool):
         self.schemas = schemas
         self.item = item  # the mcp config item: when it changes, the schema is read anew
         self.schema: dict[str, Any] | None = None
-        self._validator: jsonschema.protocols.Validator | None = None
+        self._validator: Validator | None = None
 
     @property
     def arguments(self) -> tuple[Argument, ...]:
@@ -66,6 +67,10 @@ class McpTool(Tool):
             return
         self._validator = None
         if schema is not None:
+            # here, not at the top: jsonschema takes ~0.1 s to import, and an agent whose
+            # tools use no MCP server has no schema to read (schema/tool_arguments.py)
+            import jsonschema
+
             try:
                 cls = jsonschema.validators.validator_for(schema)
                 cls.check_schema(schema)
