@@ -109,3 +109,12 @@ async def rabbitmq(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
 async def bus(backend: Backend) -> Bus:
     """One connection to the backend under test."""
     return await backend.connect()
+
+
+@pytest.fixture
+async def memory() -> AsyncIterator[Backend]:
+    """The memory bus only: for tests about what runs on a bus, not about the bus."""
+    backend = Backend("memory", new_memory_url())
+    yield backend
+    for bus in backend.buses:
+        await bus.close()

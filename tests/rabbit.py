@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import uuid
+from collections.abc import AsyncIterator
 
 RABBITMQ_URL = os.environ.get("TOOLMESH_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
 
@@ -51,3 +54,17 @@ async def delete_test_entities(marker: str) -> None:
             await channel.exchange_delete(x)
     finally:
         await connection.close()
+
+
+@contextlib.asynccontextmanager
+async def own_vhost(name: str) -> AsyncIterator[str]:
+    """The URL of a new RabbitMQ vhost ``name-<random>`` that guest may use, deleted on exit:
+    for tests whose processes use TrustGraph's fixed queue names (the config service's, say),
+    which other tests' processes on the shared broker must not answer."""
+    vhost = f"{name}-{uuid.uuid4().hex[:6]}"
+    await rabbitmqctl("add_vhost", vhost)
+    await rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    try:
+        yield f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+    finally:
+        await rabbitmqctl("delete_vhost", vhost)

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import RUN_MARKER
 from tests.e2e.cluster import cluster
-from tests.rabbit import rabbitmqctl
+from tests.rabbit import own_vhost
 from toolmesh import connect
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.store import open_store
@@ -31,13 +31,8 @@ PUTS = 400
 @pytest.fixture
 async def vhost_url() -> AsyncIterator[str]:
     """The URL of a RabbitMQ vhost of this test's own (the config queues have fixed names)."""
-    vhost = f"{RUN_MARKER}-redelivery-{uuid.uuid4().hex[:6]}"
-    await rabbitmqctl("add_vhost", vhost)
-    await rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-    try:
-        yield f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
-    finally:
-        await rabbitmqctl("delete_vhost", vhost)
+    async with own_vhost(f"{RUN_MARKER}-redelivery") as url:
+        yield url
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from tests.conftest import RUN_MARKER
 from tests.examples.loading import EXAMPLES
 from tests.processes import ROOT, console_script, env, run_toolmesh, start_toolmesh
-from tests.rabbit import rabbitmqctl
+from tests.rabbit import own_vhost
 from tests.servers import serving
 
 SECTION = "### Write a tool service"
@@ -78,13 +77,8 @@ def test_the_readme_flow_offline_on_the_embedded_default(folder: Path, tmp_path:
 @pytest.fixture
 async def vhost_url() -> AsyncIterator[str]:
     """A RabbitMQ vhost of this test's own: `toolmesh serve` uses the fixed config queues."""
-    vhost = f"{RUN_MARKER}-wordcount-{uuid.uuid4().hex[:6]}"
-    await rabbitmqctl("add_vhost", vhost)
-    await rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-    try:
-        yield f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
-    finally:
-        await rabbitmqctl("delete_vhost", vhost)
+    async with own_vhost(f"{RUN_MARKER}-wordcount") as url:
+        yield url
 
 
 @pytest.mark.rabbitmq

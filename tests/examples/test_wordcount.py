@@ -3,26 +3,15 @@ items, the offline demo model's ``use TOOL with {...}`` and the example's LLM sc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from tests.agent.stack import agent_stack, answer_of, observations
 from tests.conftest import Backend
 from tests.examples.loading import EXAMPLES, example_module
-from toolmesh.bus.memory import new_memory_url
 from toolmesh.llm import ScriptedLLM
 from toolmesh.llm.demo import demo_llm
-
-
-@pytest.fixture
-async def memory() -> AsyncIterator[Backend]:
-    backend = Backend("memory", new_memory_url())
-    yield backend
-    for bus in backend.buses:
-        await bus.close()
 
 
 async def ask_with(backend: Backend, tmp_path: Path, llm: ScriptedLLM,

@@ -9,7 +9,6 @@ import asyncio
 import json
 import logging
 import re
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 
 from tests.conftest import RUN_MARKER
 from tests.processes import run_toolmesh, start_toolmesh
-from tests.rabbit import rabbitmqctl
+from tests.rabbit import own_vhost
 from tests.servers import toolmesh_serve
 from tests.tools.word_services import COUNT_WORDS, DESCRIPTOR, CountWords
 from toolmesh import connect
@@ -86,13 +85,8 @@ async def test_any_other_service_names_the_exception_type_too() -> None:
 async def vhost_url() -> AsyncIterator[str]:
     """A RabbitMQ vhost of this test's own: `toolmesh serve` uses TrustGraph's fixed queue
     names, which other tests' processes on the shared broker must not answer."""
-    vhost = f"{RUN_MARKER}-errors-{uuid.uuid4().hex[:6]}"
-    await rabbitmqctl("add_vhost", vhost)
-    await rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-    try:
-        yield f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
-    finally:
-        await rabbitmqctl("delete_vhost", vhost)
+    async with own_vhost(f"{RUN_MARKER}-errors") as url:
+        yield url
 
 
 @asynccontextmanager
