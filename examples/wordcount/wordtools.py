@@ -8,7 +8,7 @@ from toolmesh.tools import Argument, DynamicToolService, Tool, ToolServiceDefini
 class WordCount(DynamicToolService):
     """Counts the words of a text."""
 
-    # What the service offers the agent; `toolmesh tool-service register` writes it as config.
+    # What the service offers the agent: it announces this while it runs.
     definition = ToolServiceDefinition(
         id="word-count",
         tools=[Tool("count-words", "Count the words in a text",

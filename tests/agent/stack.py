@@ -7,7 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,10 @@ class Stack:
     prompt: PromptService
     #: the agent's agent-tools (tool status) queues
     tools_queues: tuple[str, str] = ("", "")
+    #: where this stack's tool services announce themselves (queue, probe_queue)
+    announcement_queues: dict[str, str] = field(default_factory=dict)
+    #: the agent's agent-services (tool service listing) queues
+    services_queues: tuple[str, str] = ("", "")
 
     async def put(self, items: Mapping[tuple[str, str], Any], *,
                   workspace: str = "default") -> int:
@@ -91,12 +95,19 @@ def observations(messages: list[dict[str, Any]]) -> list[str]:
 @asynccontextmanager
 async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                       options: AgentOptions = AgentOptions(tool_timeout=5.0),
-                      joke: bool = True) -> AsyncIterator[Stack]:
+                      joke: bool = True, announce: bool = False,
+                      announcements: bool = True) -> AsyncIterator[Stack]:
+    """The services an agent needs, on ``backend``. ``joke``: run the joke service (its
+    config items come with :meth:`Stack.load_jokes`); ``announce``: it announces itself;
+    ``announcements``: the agent listens to announcements."""
     t = backend.topic("stack")
     q = {name: (f"request:tg:{t}-{name}", f"response:tg:{t}-{name}")
-         for name in ("config", "tc", "prompt", "agent", "joke", "mcp", "tools")}
+         for name in ("config", "tc", "prompt", "agent", "joke", "mcp", "tools", "services")}
     config_queues = {"request_queue": q["config"][0], "response_queue": q["config"][1],
                      "push_queue": f"notify:tg:{t}-config"}
+    # the stack's own: tests share brokers, and every stack must hear only its own services
+    announcement_queues = {"queue": f"notify:tg:{t}-descriptors",
+                           "probe_queue": f"notify:tg:{t}-descriptor-requests"}
     bus = await backend.connect()
     store = await open_store(str(tmp_path / f"{t}.db"))
     async with AsyncExitStack() as stack:
@@ -109,8 +120,10 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
             text_completion_request_queue=q["tc"][0], text_completion_response_queue=q["tc"][1],
             config_queues=config_queues))
         if joke:
-            await stack.enter_async_context(JokeService(bus, request_queue=q["joke"][0],
-                                                        response_queue=q["joke"][1]))
+            await stack.enter_async_context(JokeService(
+                bus, request_queue=q["joke"][0], response_queue=q["joke"][1], announce=announce,
+                announcement_queue=announcement_queues["queue"],
+                probe_queue=announcement_queues["probe_queue"]))
         mcp_queues = {"request_queue": q["mcp"][0], "response_queue": q["mcp"][1],
                       "notify_queue": f"notify:tg:{t}-mcp"}
         mcp = McpToolService(bus, config_queues=config_queues, **mcp_queues,
@@ -122,13 +135,18 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                              mcp_queues=mcp_queues,
                              tools_queues={"request_queue": q["tools"][0],
                                            "response_queue": q["tools"][1]},
+                             services_queues={"request_queue": q["services"][0],
+                                              "response_queue": q["services"][1]},
                              prompt_queues={"request_queue": q["prompt"][0],
                                             "response_queue": q["prompt"][1]},
-                             config_queues=config_queues, options=options)
+                             config_queues=config_queues, options=options,
+                             announcement_queues=announcement_queues,
+                             announcements=announcements)
         await stack.enter_async_context(agent)
         config = await stack.enter_async_context(ConfigClient(bus, timeout=10, request_queue=q["config"][0],
                                                               response_queue=q["config"][1]))
         client = await stack.enter_async_context(RequestClient(
             await backend.connect(), request_queue=q["agent"][0], response_queue=q["agent"][1],
             is_final=is_final, error_of=lambda response: None))
-        yield Stack(backend, llm, config, agent, client, q["joke"], mcp, prompt, q["tools"])
+        yield Stack(backend, llm, config, agent, client, q["joke"], mcp, prompt, q["tools"],
+                    announcement_queues, q["services"])

@@ -64,7 +64,8 @@ async def test_an_mcp_tool_is_offered_only_while_its_mcp_item_exists(
         assert (answer["workspace"], answer["version"]) == ("default", version)
         assert by_key(answer)["w"] == {
             "key": "w", "name": "get-weather", "type": "mcp-tool", "status": "not-offered",
-            "reason": "tool/w uses MCP tool 'weather', but there is no config item mcp/weather"}
+            "reason": "tool/w uses MCP tool 'weather', but there is no config item mcp/weather",
+            "source": "configured"}
         assert not await offered_in_prompt(s, "get-weather")
 
         await s.put({("mcp", "weather"): {"url": mcp_server.url}})
@@ -90,7 +91,7 @@ async def test_an_mcp_tool_whose_server_lacks_the_remote_tool_is_not_offered(
                      ("tool", "g"): {**WEATHER, "name": "good-weather", "mcp-tool": "good"}})
         tools = by_key(await status(s))
         assert tools["g"] == {"key": "g", "name": "good-weather", "type": "mcp-tool",
-                              "status": "available"}
+                              "status": "available", "source": "configured"}
         assert tools["w"]["status"] == "not-offered"
         assert "has no tool 'no-such-tool'" in tools["w"]["reason"]
         assert "weather" in tools["w"]["reason"]  # the tools it has
@@ -114,7 +115,7 @@ async def test_every_tool_item_has_a_status(backend: Backend, tmp_path: Path) ->
     assert joke["reason"] == ("tool/tell-joke is named 'tell-joke' like tool/again; it is not "
                               "offered")
     assert lost["reason"] == ("tool/lost uses tool service 'gone', but there is no config item "
-                              "tool-service/gone")
+                              "tool-service/gone and no running instance announces it")
 
 
 async def test_a_stored_trustgraph_query_tool_is_not_offered_and_says_why(

@@ -118,20 +118,21 @@ def test_a_choice_nothing_resembles_lists_the_choices() -> None:
 
 # -- toolmesh run PART ---------------------------------------------------------------------------
 
+#: a tool service's: its queues and id, and how it announces itself
+TOOL_SERVICE_OPTIONS = {"--topic", "--request-queue", "--response-queue", "--id",
+                        "--concurrency", "-w", "--announce-ttl", "--no-announcements"}
 PART_OPTIONS = {
     "config": {"--config-store", "--mcp-stdio-allow"},
     "gateway": {"--host", "--port", "--token", "--token-file", "--allow-origin", "--allow-host",
                 "--insecure", "--startup-grace", "--deadline",
                 *(bound.flag for bound in options.GATEWAY_BOUNDS)},
-    "agent": {"--flow", *(bound.flag for bound in options.AGENT_BOUNDS)},
+    "agent": {"--flow", "--no-announcements", *(bound.flag for bound in options.AGENT_BOUNDS)},
     "prompt": set(),
     "text-completion": {"--llm", "--model", "--api-key", "--api-key-file"},
     "mcp-tool": {"--mcp-stdio-allow", "--flow"},
-    "joke": {"--topic", "--request-queue", "--response-queue", "--id", "--concurrency"},
-    "joke-streaming": {"--topic", "--request-queue", "--response-queue", "--id",
-                       "--concurrency"},
-    "wordtools:WordCount": {"--topic", "--request-queue", "--response-queue", "--id",
-                            "--concurrency"},
+    "joke": TOOL_SERVICE_OPTIONS,
+    "joke-streaming": TOOL_SERVICE_OPTIONS,
+    "wordtools:WordCount": TOOL_SERVICE_OPTIONS,
 }
 #: every part reads these
 PROCESS_OPTIONS = {"-h", "--bus", "--drain-timeout", "--log-level"}

@@ -205,10 +205,11 @@ def test_tools_as_json_and_as_a_table(served: Served) -> None:
     assert "mcp/nothere" in w["reason"]
     out = ok(served, "tools")
     header, rows = table_rows(out)
-    assert header == ["KEY", "NAME", "TYPE", "STATUS", "REASON"]
-    assert [row[:4] for row in rows] == [["ask", "ask", "text-completion", "available"],
-                                         ["tell-joke", "tell-joke", "tool-service", "available"],
-                                         ["w", "get-weather", "mcp-tool", "not"]]
+    assert header == ["KEY", "NAME", "TYPE", "SOURCE", "STATUS", "REASON"]
+    assert [row[:5] for row in rows] == [
+        ["ask", "ask", "text-completion", "configured", "available"],
+        ["tell-joke", "tell-joke", "tool-service", "configured", "available"],
+        ["w", "get-weather", "mcp-tool", "configured", "not"]]
     assert out.splitlines()[3].endswith("not offered  " + w["reason"])
 
 

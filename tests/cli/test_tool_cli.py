@@ -217,8 +217,8 @@ async def test_tg_show_tools_and_delete(served: Served) -> None:
         "not offered: tool/calc uses MCP tool 'calculator', but there is no config item "
         "mcp/calculator",
         "available",
-        "not offered: tool/tell-joke uses tool service 'joke-service', but there is no config "
-        "item tool-service/joke-service"]
+        # no tool-service item, but serve's joke service announces its descriptor
+        "available"]
     assert calc == {"id": "calc", "name": "calculate", "description": "Do math",
                     "type": "mcp-tool", "mcp-tool": "calculator", "next state": "done",
                     "available in": "start, end"}
@@ -233,16 +233,17 @@ async def test_tg_show_tools_and_delete(served: Served) -> None:
     code, out, err = await run_toolmesh("tools", *u)
     assert code == 0, err
     header, *lines = out.splitlines()
-    assert header.split() == ["KEY", "NAME", "TYPE", "STATUS", "REASON"]
-    assert [line.split()[:4] for line in lines] == [
-        ["calc", "calculate", "mcp-tool", "not"], ["sum", "summarise", "prompt", "available"],
-        ["tell-joke", "tell-joke", "tool-service", "not"]]
+    assert header.split() == ["KEY", "NAME", "TYPE", "SOURCE", "STATUS", "REASON"]
+    assert [line.split()[:5] for line in lines] == [
+        ["calc", "calculate", "mcp-tool", "configured", "not"],
+        ["sum", "summarise", "prompt", "configured", "available"],
+        ["tell-joke", "tell-joke", "tool-service", "configured", "available"]]
     assert lines[0].endswith("not offered  tool/calc uses MCP tool 'calculator', but there is "
                              "no config item mcp/calculator")
     code, out, err = await run_toolmesh("tools", "--json", *u)
     assert code == 0, err
     assert [(t["key"], t["status"]) for t in json.loads(out)["tools"]] == [
-        ("calc", "not-offered"), ("sum", "available"), ("tell-joke", "not-offered")]
+        ("calc", "not-offered"), ("sum", "available"), ("tell-joke", "available")]
 
     code, out, err = await script("tg-delete-tool", "--id", "calc", *u)
     assert (code, out.strip()) == (0, "Tool 'calc' deleted successfully."), err

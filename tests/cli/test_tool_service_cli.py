@@ -57,10 +57,11 @@ async def test_failures_exit_non_zero_with_one_line(served: Served) -> None:
     invoke = ["tool-service", "invoke"]
     cases = [
         ([*invoke, "nope", *u], "unknown-tool-service: no tool service 'nope' in workspace "
-                                "'default': config item tool-service/nope is missing; store its "
-                                "descriptor first, e.g. 'toolmesh config put "
+                                "'default': no config item tool-service/nope and no running "
+                                "instance announces it; start it (toolmesh run MODULE:CLASS) or "
+                                "store its descriptor, e.g. 'toolmesh config put "
                                 "tool-service/nope descriptor.json'"),
-        ([*invoke, "nope", "--stream", *u], "config item tool-service/nope is missing"),
+        ([*invoke, "nope", "--stream", *u], "no config item tool-service/nope"),
         ([*invoke, "", *u], "bad-request: a tool-service request needs 'id'"),
         ([*invoke, "joke-service", "--config", "{oops", *u], "--config is not valid JSON"),
         ([*invoke, "joke-service", "--arguments", '["food"]', *u],

@@ -29,6 +29,11 @@ async def test_dialogs_and_mcp_calls_use_their_own_workspace(tg_bin: Path, tmp_p
             out = await tg(tg_bin, "tg-put-config-item", "--type", type, "--key", key,
                            "--value", (EXAMPLES / file).read_text(), *ws2)
             assert out.strip() == f"Configuration item set: {item}"
+        # serve's joke service announces itself in default: this workspace turns
+        # announcements off, so only configured items count here
+        out = await tg(tg_bin, "tg-put-config-item", "--type", "settings", "--key",
+                       "workspace", "--value", '{"accept-announcements": false}', *u)
+        assert out.strip() == "Configuration item set: settings/workspace"
         # the same MCP id in both, naming different remote tools
         assert await tg(tg_bin, "tg-set-mcp-tool", "--id", "tg-echo", "-r", "echo",
                         "--tool-url", mcp.url, *ws2) == ""

@@ -89,3 +89,31 @@ def test_the_tool_types_toolmesh_implements_are_accepted() -> None:
     for item in ({"type": "text-completion"}, {"type": "prompt", "template": "t"},
                  {"type": "mcp-tool", "mcp-tool": "m"}, {"type": "tool-service", "service": "s"}):
         validate("tool", "ok", json.dumps({**item, "name": "n", "description": "d"}))
+
+
+@pytest.mark.parametrize("type", ["tool", "tool-service"])
+def test_a_disabled_item_needs_no_other_field(type: str) -> None:
+    validate(type, "k", json.dumps({"enabled": False}))
+    with pytest.raises(ConfigError, match="field 'enabled' of .*: must be true or false"):
+        validate(type, "k", json.dumps({"enabled": "no"}))
+    # enabled, it is held to every field as before
+    with pytest.raises(ConfigError, match="is required"):
+        validate(type, "k", json.dumps({"enabled": True}))
+
+
+@pytest.mark.parametrize("field", ["request-queue", "response-queue"])
+def test_a_tool_service_may_not_answer_on_a_broadcast_queue(field: str) -> None:
+    descriptor = {"id": "x", "request-queue": "request:tg:x", "response-queue": "response:tg:x",
+                  field: "non-persistent://tg/notify/tool-descriptors"}
+    with pytest.raises(ConfigError, match=f"field '{field}' of tool-service/x: .* is a notify "
+                                          r"\(broadcast\) queue"):
+        validate("tool-service", "x", json.dumps(descriptor))
+
+
+def test_workspace_settings_are_checked() -> None:
+    validate("settings", "workspace", json.dumps({"accept-announcements": False}))
+    with pytest.raises(ConfigError, match="'accept-announcements' of settings/workspace: must "
+                                          "be true or false"):
+        validate("settings", "workspace", json.dumps({"accept-announcements": "off"}))
+    with pytest.raises(ConfigError, match="must be a JSON object"):
+        validate("settings", "workspace", "[]")

@@ -51,19 +51,20 @@ def test_the_readme_shows_the_example_verbatim() -> None:
 
 
 def test_the_readme_flow_offline_on_the_embedded_default(folder: Path, tmp_path: Path) -> None:
-    serve, register, ask = commands(blocks(readme_section(), "bash")[0])
-    assert serve[:2] == ["toolmesh", "serve"] and register[0] == ask[0] == "toolmesh"
+    # two commands: the service announces itself, nothing is registered
+    serve, ask = commands(blocks(readme_section(), "bash")[0])
+    assert serve[:2] == ["toolmesh", "serve"] and ask[0] == "toolmesh"
     with serving(tmp_path, *serve[2:], cwd=folder, as_user=True) as served:
         def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
             return subprocess.run([console_script(), *argv[1:], "--url", served.url],
                                   cwd=folder, env=env(), capture_output=True, text=True,
                                   timeout=60)
 
-        registered = run(register)
-        assert registered.returncode == 0, registered.stderr
         answered = run(ask)
+        listed = run(["toolmesh", "config", "list", "tool"])
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.strip() == "4 words"
+    assert "no items of type 'tool'" in listed.stderr  # offered with no config at all
     # -v shows the call with its arguments, then what the tool answered
     assert "count-words" in answered.stderr and '{"text": "the quick brown fox"}' in answered.stderr
     assert "4 words" in answered.stderr

@@ -58,9 +58,11 @@ async def test_rest_and_websocket_show_each_tool_and_why_it_is_not_offered(
     assert status == 200, body
     check(document(), ROUTE, "post", 200, body)
     assert body == {"workspace": "default", "version": put["version"], "tools": [
-        {"key": "ask", "name": "ask", "type": "text-completion", "status": "available"},
+        {"key": "ask", "name": "ask", "type": "text-completion", "status": "available",
+         "source": "configured"},
         {"key": "w", "name": "get-weather", "type": "mcp-tool", "status": "not-offered",
-         "reason": "tool/w uses MCP tool 'weather', but there is no config item mcp/weather"}]}
+         "reason": "tool/w uses MCP tool 'weather', but there is no config item mcp/weather",
+         "source": "configured"}]}
     assert frame == {"id": "t1", "response": body, "complete": True}
 
 

@@ -147,6 +147,7 @@ async def test_changes_sent_on_the_bus_are_recorded_as_the_bus(
     ("flow", {"operation": "list-flows"}, "config:read", False),
     ("agent", {}, "agent", False),
     ("agent-tools", {}, "agent", False),
+    ("agent-services", {}, "agent", False),
     ("prompt", {}, "agent", False),
     ("text-completion", {}, "agent", False),
     ("mcp-tool", {}, "tools:invoke", False),

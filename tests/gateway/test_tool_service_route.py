@@ -4,6 +4,7 @@ service and the built-in joke services on every bus backend."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -177,7 +178,7 @@ async def test_the_descriptor_is_read_from_the_request_workspace(route: Route) -
     ({}, "bad-request", "needs 'id'"),
     ({"id": ""}, "bad-request", "needs 'id'"),
     ({"id": 7}, "bad-request", "needs 'id'"),
-    ({"id": "nope"}, "unknown-tool-service", "config item tool-service/nope is missing"),
+    ({"id": "nope"}, "unknown-tool-service", "no config item tool-service/nope"),
     ({"id": "joke-service", "config": [1]}, "bad-request", "'config' must be a JSON object"),
     ({"id": "joke-service", "config": "{not json"}, "bad-request", "'config' is not valid JSON"),
     ({"id": "joke-service", "arguments": "[1, 2]"}, "bad-request",
@@ -215,8 +216,9 @@ async def test_rest_errors_name_the_problem(route: Route, request_body: dict[str
 
 async def test_an_unknown_id_says_how_to_configure_it(route: Route) -> None:
     message = (await route.post({"id": "nope"}))["error"]["message"]
-    assert message == ("no tool service 'nope' in workspace 'default': config item "
-                       "tool-service/nope is missing; store its descriptor first, e.g. "
+    assert message == ("no tool service 'nope' in workspace 'default': no config item "
+                       "tool-service/nope and no running instance announces it; start it "
+                       "(toolmesh run MODULE:CLASS) or store its descriptor, e.g. "
                        "'toolmesh config put tool-service/nope descriptor.json'")
 
 
@@ -265,3 +267,48 @@ async def test_many_concurrent_calls_each_get_their_own_answer(route: Route) -> 
         route.post({"id": "joke-service", "user": u, "arguments": {"topic": t}})
         for u, t in zip(users, topics)))
     assert [b["response"] for b in bodies] == [joke(u, "pun", t) for u, t in zip(users, topics)]
+
+
+class AnnouncedJokes(JokeService):
+    """The joke service under an id no config item has: reachable only by its announcement."""
+
+    definition = dataclasses.replace(JokeService.definition, id="announced-jokes",
+                                     topic="announced-jokes")
+
+
+async def test_a_service_that_announces_itself_is_called_with_no_config_item(
+        memory: Backend, tmp_path: Path) -> None:
+    bus = await memory.connect()
+    async with AsyncExitStack() as stack:
+        queues = await private_config_service(stack, bus, tmp_path, "announced")
+        endpoint = ToolServiceEndpoint(bus, config_queues=queues)
+        gateway = await stack.enter_async_context(
+            Gateway(bus, GatewayOptions(port=0, extra_endpoints=(endpoint,))))
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        route = Route(gateway, http, await stack.enter_async_context(
+            ConfigClient(bus, timeout=10, **queues)))
+        service = AnnouncedJokes(bus)
+        await service.start()
+        assert endpoint.registry is not None
+        async with asyncio.timeout(10):
+            await endpoint.registry.wait_for(lambda: bool(endpoint.registry.offered("default")))
+        body = await route.post({"id": "announced-jokes", "arguments": {"topic": "food"},
+                                 "user": "bob"})
+        assert body == {"response": joke("bob", "pun", "food"), "end_of_stream": True}
+        # only in the workspace it announced in
+        other = await route.post({"id": "announced-jokes", "workspace": "elsewhere"})
+        assert other["error"]["type"] == "unknown-tool-service"
+
+        # a configured item of its id wins: here, it switches the service off
+        await route.config.put({("tool-service", "announced-jokes"): '{"enabled": false}'})
+        off = await route.post({"id": "announced-jokes"})
+        assert off["error"] == {"type": "bad-request", "message": "tool service "
+                                "'announced-jokes' is disabled by its config item "
+                                '("enabled": false)'}
+        await route.config.delete([("tool-service", "announced-jokes")])
+
+        await service.stop()  # its goodbye: no longer reachable by its announcement
+        async with asyncio.timeout(10):
+            await endpoint.registry.wait_for(lambda: not endpoint.registry.offered("default"))
+        gone = await route.post({"id": "announced-jokes"})
+        assert gone["error"]["type"] == "unknown-tool-service"

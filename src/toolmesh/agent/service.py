@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from toolmesh.agent.react import AgentOptions, ReactLoop
+from toolmesh.agent.services_service import AgentServicesService
 from toolmesh.agent.status_service import AgentToolsService
 from toolmesh.agent.tools.context import ClientPool
 from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
@@ -20,6 +22,7 @@ from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
 from toolmesh.mcp import McpToolClient
 from toolmesh.prompt import PromptClient
+from toolmesh.registry.registry import Registry
 from toolmesh.rpc.service import Reply, Service
 from toolmesh.schema.agent import message, new_message_id, parse_request
 
@@ -32,9 +35,11 @@ AGENT_RESPONSE_QUEUE = "response:tg:agent:default"
 class AgentService(Service):
     """Answers agent requests with a ReAct loop over the tools the config describes.
 
-    The tools of a workspace are rebuilt whenever one of its ``tool``, ``tool-service`` or
-    ``mcp`` items changes and take effect from the next dialog step; dialogs in flight keep
-    running. ``workspace``: the one of requests that name none.
+    The tools of a workspace are rebuilt whenever one of its ``tool``, ``tool-service``,
+    ``mcp`` or ``settings`` items changes, or a self-announcing tool service comes or goes
+    (:mod:`toolmesh.registry`), and take effect from the next dialog step; dialogs in flight
+    keep running. ``workspace``: the one of requests that name none. ``announcements=False``:
+    offer configured tools only (announcements are not even listened to).
     """
 
     error_type = "agent-error"
@@ -45,15 +50,22 @@ class AgentService(Service):
                  config_queues: dict[str, str] | None = None,
                  mcp_queues: dict[str, str] | None = None,
                  tools_queues: dict[str, str] | None = None,
+                 services_queues: dict[str, str] | None = None,
                  options: AgentOptions = AgentOptions(), id: str = "agent",
-                 concurrency: int = 256, workspace: str = "default") -> None:
+                 concurrency: int = 256, workspace: str = "default",
+                 announcements: bool = True,
+                 announcement_queues: dict[str, str] | None = None) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.clients = ClientPool(bus)
         self.prompts = PromptClient(bus, **(prompt_queues or {}))
         self.workspace = workspace
-        #: workspace -> its tool set
+        #: workspace -> its tool set, and the config snapshot it was built from
         self.toolsets: dict[str, ToolSet] = {}
+        self._snapshots: dict[str, ConfigSnapshot] = {}
+        #: the live self-announcing tool services (None: announcements are off)
+        self.registry = Registry(bus, on_change=self._on_announcements,
+                                 **(announcement_queues or {})) if announcements else None
         self._rebuild = asyncio.Lock()
         self._changed = asyncio.Condition()
         self._watcher = WorkspaceWatcher(bus, types=WATCHED_TYPES, on_change=self._on_config,
@@ -61,12 +73,19 @@ class AgentService(Service):
                                          preload=(workspace,), **(config_queues or {}))
         self.loop = ReactLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options)
         self.mcp = McpToolClient(bus, **(mcp_queues or {}))
-        self.services: dict[str, Any] = {"prompt": self.prompts, "mcp": self.mcp}
+        self.services: dict[str, Any] = {"prompt": self.prompts, "mcp": self.mcp,
+                                         "registry": self.registry}
         #: answers which tools are offered and why others are not (`toolmesh tools`)
         self.tool_status = AgentToolsService(bus, toolset=self.toolset_of, id=id,
                                              load=self._watcher.ensure,
                                              reload=self._watcher.reload, workspace=workspace,
                                              **(tools_queues or {}))
+        #: answers which tool services there are and which of their instances are live
+        #: (`toolmesh services`)
+        self.services_status = AgentServicesService(
+            bus, toolset=self.toolset_of, snapshot=self._snapshots.get, id=id,
+            load=self._watcher.ensure, reload=self._watcher.reload, registry=self.registry,
+            workspace=workspace, **(services_queues or {}))
 
     @property
     def toolset(self) -> ToolSet:
@@ -80,14 +99,20 @@ class AgentService(Service):
     async def start(self) -> None:
         await self.prompts.start()
         await self.mcp.start()
+        if self.registry is not None:
+            await self.registry.start()
         await self._watcher.start()
         await super().start()
         await self.tool_status.start()
+        await self.services_status.start()
 
     async def stop(self) -> None:
+        await self.services_status.stop()
         await self.tool_status.stop()
         await super().stop()
         await self._watcher.stop()
+        if self.registry is not None:
+            await self.registry.stop()
         await self.prompts.stop()
         schemas = self.services.get("mcp-schemas")  # made by the first mcp-tool (mcp_tool.py)
         if schemas is not None:
@@ -103,18 +128,42 @@ class AgentService(Service):
         async with self._changed:
             await self._changed.wait_for(lambda: self.toolset_of(workspace).version >= version)
 
+    async def wait_for_tools(self, predicate: Callable[[ToolSet], bool], *,
+                             workspace: str | None = None) -> ToolSet:
+        """Wait until ``workspace``'s tool set (default: the service's) satisfies
+        ``predicate``, checked after each rebuild; the tool set."""
+        workspace = workspace or self.workspace
+        await self._watcher.ensure(workspace)
+        async with self._changed:
+            await self._changed.wait_for(lambda: predicate(self.toolset_of(workspace)))
+        return self.toolset_of(workspace)
+
     async def _on_config(self, snapshot: ConfigSnapshot) -> None:
+        self._snapshots[snapshot.workspace] = snapshot
+        await self._build(snapshot, why=f"config version {snapshot.version}")
+
+    async def _on_announcements(self, workspace: str) -> None:
+        snapshot = self._snapshots.get(workspace)
+        if snapshot is not None:  # else it is built with them when a request first names it
+            await self._build(snapshot, why="announced tool services changed")
+
+    async def _build(self, snapshot: ConfigSnapshot, *, why: str) -> None:
         async with self._rebuild:
+            # the newest snapshot of the workspace: an older one may be waiting on the lock
+            snapshot = self._snapshots.get(snapshot.workspace, snapshot)
+            announced = self.registry.offered(snapshot.workspace) if self.registry else {}
             toolset = await build_toolset(snapshot, clients=self.clients,
-                                          services=self.services)
+                                          services=self.services, announced=announced,
+                                          accept=self.registry is not None)
             self.toolsets[snapshot.workspace] = toolset
-        log.info("config version %d: tools of workspace %r: %s", snapshot.version,
-                 snapshot.workspace, ", ".join(toolset.tools) or "(none)")
+        log.info("%s: tools of workspace %r: %s", why, snapshot.workspace,
+                 ", ".join(toolset.tools) or "(none)")
         async with self._changed:
             self._changed.notify_all()
 
     async def _forget_workspace(self, workspace: str) -> None:
         self.toolsets.pop(workspace, None)
+        self._snapshots.pop(workspace, None)
         schemas = self.services.get("mcp-schemas")
         if schemas is not None:
             schemas.forget(workspace)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from toolmesh.agent.tools import Tool
@@ -21,6 +21,12 @@ class ToolStatus:
     status: Status
     #: why the tool is not offered (``None`` when it is)
     reason: str | None = None
+    #: the id of the tool service that announced it (``None``: a configured item)
+    announced_by_service: str | None = None
+
+    def announced_by(self, service: str | None) -> ToolStatus:
+        """This status, of a tool the service ``service`` announced (``None``: configured)."""
+        return self if service is None else replace(self, announced_by_service=service)
 
     @classmethod
     def of(cls, tool: Tool) -> ToolStatus:
@@ -43,4 +49,7 @@ class ToolStatus:
                                 "status": self.status}
         if self.reason is not None:
             wire["reason"] = self.reason
+        wire["source"] = "announced" if self.announced_by_service else "configured"
+        if self.announced_by_service:
+            wire["service"] = self.announced_by_service
         return wire

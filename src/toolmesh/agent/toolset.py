@@ -13,11 +13,17 @@ from toolmesh.agent.tools import Tool, ToolBuildError, build_tool
 from toolmesh.agent.tools.context import BuildContext, ClientPool
 from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.service import DEFAULT_WORKSPACE
+from toolmesh.registry.merge import merge
+from toolmesh.registry.wire import Announcement
 
 log = logging.getLogger("toolmesh.agent.tools")
 
-#: the config types an agent watches
-WATCHED_TYPES = ("tool", "tool-service", "mcp")
+#: the reason a tool item with ``"enabled": false`` gives for not being offered
+DISABLED = "disabled by its config item (\"enabled\": false)"
+
+#: the config types an agent watches (``settings``: the workspace's, e.g. whether it takes
+#: announced tools)
+WATCHED_TYPES = ("tool", "tool-service", "mcp", "settings")
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,12 @@ class ToolSet:
     refused: Mapping[str, ToolStatus] = field(default_factory=dict)
     #: the workspace whose tool items these are
     workspace: str = DEFAULT_WORKSPACE
+    #: tool key -> service id: the tools (offered or refused) that come from announcements
+    announced: Mapping[str, str] = field(default_factory=dict)
+    #: tool key -> service id: announced tools a configured item of the same key overrides
+    overridden: Mapping[str, str] = field(default_factory=dict)
+    #: whether the tool set takes announced tools (the process and the workspace allow it)
+    accepts_announcements: bool = True
 
     def offered(self, *, groups: Sequence[str] | None, state: str | None) -> list[Tool]:
         """The tools for a request in ``groups`` (default ``["default"]``) and ``state``."""
@@ -50,7 +62,7 @@ class ToolSet:
         by_key = dict(self.refused)
         for tool in self.tools.values():
             by_key[tool.info.key] = ToolStatus.of(tool)
-        return [by_key[key] for key in sorted(by_key)]
+        return [by_key[key].announced_by(self.announced.get(key)) for key in sorted(by_key)]
 
 
 def parse_snapshot(snapshot: ConfigSnapshot) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -71,25 +83,39 @@ def parse_snapshot(snapshot: ConfigSnapshot) -> tuple[dict[str, dict[str, Any]],
 
 
 async def build_toolset(snapshot: ConfigSnapshot, *, clients: ClientPool,
-                        services: dict[str, Any]) -> ToolSet:
-    """Build every tool of ``snapshot``.
+                        services: dict[str, Any],
+                        announced: Mapping[str, Announcement] | None = None,
+                        accept: bool = True) -> ToolSet:
+    """Build every tool of ``snapshot`` and of the ``announced`` services (id ->
+    announcement) no configured item overrides (:mod:`toolmesh.registry.merge`; ``accept``:
+    whether announced tools are taken at all).
 
     A tool that cannot be built is not offered, and the problem is reported (logged, and in
     its status); the other changes apply. Validation on put refuses malformed items, so what
     fails here is a tool that could only fail: its mcp or tool-service item is gone, its type
     has no implementation, a required config-param is missing. Keeping its previous
-    definition would offer exactly that. Two tools with one name: the first key wins.
+    definition would offer exactly that. Two tools with one name: the first key wins,
+    configured items before announced ones.
     """
-    config, problems = parse_snapshot(snapshot)
+    parsed, problems = parse_snapshot(snapshot)
+    merged = merge(parsed, announced or {}, accept=accept)
+    config = merged.config
     context = BuildContext(clients=clients, config=config, services=services,
                            workspace=snapshot.workspace)
     tools: dict[str, Tool] = {}
-    refused: dict[str, ToolStatus] = {}
+    refused: dict[str, ToolStatus] = {
+        key: ToolStatus.refused(key, announced[id].tools.get(key) if announced else None,
+                                reason)
+        for key, (id, reason) in merged.refused.items()}
     items = config.get("tool", {})
-    for key in sorted(set(items) | set(snapshot.of("tool"))):
+    configured = sorted((set(items) - set(merged.announced)) | set(snapshot.of("tool")))
+    for key in [*configured, *sorted(merged.announced)]:
         try:
             if key not in items:
                 raise ToolBuildError(problems[f"tool/{key}"])  # its JSON did not parse
+            if items[key].get("enabled", True) is False:  # the operator's choice, no problem
+                refused[key] = ToolStatus.refused(key, items[key], DISABLED)
+                continue
             tool = await build_tool(key, items[key], context)
         except (ToolBuildError, KeyError, TypeError, ValueError) as e:
             message = e.message if isinstance(e, ToolBuildError) else f"tool/{key}: {e!r}"
@@ -106,4 +132,7 @@ async def build_toolset(snapshot: ConfigSnapshot, *, clients: ClientPool,
     for where, problem in problems.items():
         log.error("config version %d of workspace %r: %s", snapshot.version,
                   snapshot.workspace, problem)
-    return ToolSet(snapshot.version, tools, problems, refused, workspace=snapshot.workspace)
+    announced_keys = {**merged.announced, **{k: id for k, (id, _) in merged.refused.items()}}
+    return ToolSet(snapshot.version, tools, problems, refused, workspace=snapshot.workspace,
+                   announced=announced_keys, overridden=merged.overridden,
+                   accepts_announcements=merged.accepted)

@@ -31,8 +31,8 @@ async def run(args: argparse.Namespace) -> int:
     stream_request, stream_response = topic_queues("joke-streaming")
     try:
         async with (
-            JokeService(bus, topic="joke"),
-            StreamingJokeService(bus, topic="joke-streaming"),
+            JokeService(bus, topic="joke", announce=False),
+            StreamingJokeService(bus, topic="joke-streaming", announce=False),
             ToolServiceClient(bus, request_queue=request_queue,
                               response_queue=response_queue) as jokes,
             ToolServiceClient(bus, request_queue=stream_request,

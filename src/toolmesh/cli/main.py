@@ -14,6 +14,7 @@ from toolmesh.cli import (
     demo,
     mcp_cmd,
     serve,
+    services_cmd,
     token_cmd,
     tool_service_cmd,
     tools_cmd,
@@ -61,6 +62,7 @@ def build_parser() -> Parser:
     mcp_cmd.add_parser(commands)
     tool_service_cmd.add_parser(commands)
     tools_cmd.add_parser(commands)
+    services_cmd.add_parser(commands)
     token_cmd.add_parser(commands)
     completion.add_parser(commands)
     return parser

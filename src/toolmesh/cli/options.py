@@ -273,3 +273,30 @@ def add_deadlines(parser: argparse.ArgumentParser) -> None:
                         help="how long the gateway waits for a service, and the most a "
                              "request may ask for with X-Timeout; repeat for more (env "
                              f"TOOLMESH_DEADLINES; defaults: {defaults}; others 60)")
+
+
+def add_announcements(parser: argparse.ArgumentParser, *, what: str) -> None:
+    """``--no-announcements``: the process takes no part in self-announcing tool services
+    (docs/announcements.md); ``what`` says what that means for this part."""
+    parser.add_argument("--no-announcements", action="store_true",
+                        default=os.environ.get("TOOLMESH_NO_ANNOUNCEMENTS", "") not in ("", "0"),
+                        help=f"{what} (env TOOLMESH_NO_ANNOUNCEMENTS=1)")
+
+
+def add_announcing(parser: argparse.ArgumentParser) -> None:
+    """Where and how a tool service announces itself."""
+    from toolmesh.registry.wire import DEFAULT_TTL, MAX_TTL, MIN_TTL
+
+    env = os.environ.get
+    parser.add_argument("-w", "--workspace", default=env("TOOLMESH_SERVICE_WORKSPACE", "default"),
+                        help="the workspace whose agents offer its tools while it runs "
+                             "(env TOOLMESH_SERVICE_WORKSPACE; default: %(default)s)")
+    parser.add_argument("--announce-ttl", type=float, metavar="SECONDS",
+                        # a string default goes through `type`: a bad env value is a
+                        # usage error, not a crash while the parser is built
+                        default=env("TOOLMESH_ANNOUNCE_TTL", f"{DEFAULT_TTL:g}"),
+                        help=f"seconds agents keep offering its tools after its last heartbeat "
+                             f"(it beats every third; {MIN_TTL:g} to {MAX_TTL:g}; env "
+                             "TOOLMESH_ANNOUNCE_TTL; default: %(default)s)")
+    add_announcements(parser, what="do not announce: agents offer its tools only through "
+                                    "config items (toolmesh tool-service register)")

@@ -200,7 +200,30 @@ def checked_service_class(spec: str, args: argparse.Namespace) -> type[DynamicTo
     if args.concurrency < 1:
         raise ToolmeshError(f"--concurrency must be at least 1, not {args.concurrency}",
                             type="usage-error")
+    from toolmesh.registry.wire import MAX_TTL, MIN_TTL
+
+    if not MIN_TTL <= args.announce_ttl <= MAX_TTL:
+        raise ToolmeshError(f"--announce-ttl must be from {MIN_TTL:g} to {MAX_TTL:g} seconds, "
+                            f"not {args.announce_ttl:g}", type="usage-error")
+    if not args.workspace or not args.workspace.strip():
+        raise ToolmeshError("--workspace must not be empty", type="usage-error")
+    if not args.no_announcements and cls.definition is not None:
+        _check_definition(spec, cls, args)
     return cls
+
+
+def _check_definition(spec: str, cls: type[DynamicToolService],
+                      args: argparse.Namespace) -> None:
+    """Refuse, before connecting, a definition that could not be announced."""
+    from toolmesh.tools.definition import DefinitionError
+
+    assert cls.definition is not None
+    try:
+        cls.definition.items(id=args.id, topic=args.topic, request_queue=args.request_queue,
+                             response_queue=args.response_queue)
+    except DefinitionError as e:
+        raise ToolmeshError(f"{spec}: its definition cannot be announced: {e.message}",
+                            type="usage-error") from None
 
 
 def build_tool_service(bus: Bus, spec: str, args: argparse.Namespace) -> DynamicToolService:
@@ -211,7 +234,8 @@ def build_tool_service(bus: Bus, spec: str, args: argparse.Namespace) -> Dynamic
     try:
         service = cls(bus, topic=topic, request_queue=args.request_queue,
                       response_queue=args.response_queue, id=service_id,
-                      concurrency=args.concurrency)
+                      concurrency=args.concurrency, workspace=args.workspace,
+                      announce=not args.no_announcements, announce_ttl=args.announce_ttl)
     except (TypeError, ValueError) as e:
         raise ToolmeshError(f"cannot construct {cls.__name__}: {e}", type="usage-error") from None
     log().info("%s (id %s): %s -> %s, %d at once", cls.__name__, service.id,

@@ -57,6 +57,8 @@ def add_parsers(commands: Any) -> None:
     options.add_deadlines(p)
     options.add_lifecycle(p)
     options.add_log_level(p)
+    options.add_announcements(p, what="configured tools only: the tool services do not "
+                                       "announce themselves and the agent ignores those that do")
     p.add_argument("--tool-service", action="append", metavar="MODULE:CLASS",
                    default=_env_services(),
                    help="run this tool service in the process too (on the in-process bus a "
@@ -77,6 +79,11 @@ def _add_process_options(parser: argparse.ArgumentParser) -> None:
     options.add_log_level(parser)
 
 
+def _agent_announcements(parser: argparse.ArgumentParser) -> None:
+    options.add_announcements(parser, what="offer configured tools only: ignore the tool "
+                                           "services that announce themselves")
+
+
 #: ``toolmesh run PART`` for each part but tool services: its one-line help, and the option
 #: groups it reads (:func:`build` and :func:`run_parts` read the attributes they set)
 RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None], ...]]] = {
@@ -84,7 +91,8 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
                (options.add_config_store, options.add_mcp_stdio)),
     "gateway": ("the HTTP/WebSocket gateway (TrustGraph's /api/v1)",
                 (options.add_gateway, options.add_deadlines)),
-    "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_flow)),
+    "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_flow,
+                                            _agent_announcements)),
     "prompt": ("the prompt service: templates completed by the LLM", ()),
     "text-completion": ("the LLM service: an OpenAI-compatible API, or the offline demo model",
                         (options.add_llm,)),
@@ -123,6 +131,7 @@ def add_run_parser(commands: Any) -> None:
     for name, (help, description) in services.items():
         p = parts.add_parser(name, help=help, description=description)
         run_service.add_service_options(p)
+        options.add_announcing(p)
         _add_process_options(p)
         p.set_defaults(run=run_part)
     parts.route("*:*", to=SERVICE_PART)
@@ -146,7 +155,8 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
                           deadlines=deadlines, shutdown_timeout=args.drain_timeout,
                           startup_grace=args.startup_grace,
                           allow_origins=tuple(args.allow_origin),
-                          allow_hosts=tuple(args.allow_host), insecure=args.insecure)
+                          allow_hosts=tuple(args.allow_host), insecure=args.insecure,
+                          announcements=not getattr(args, "no_announcements", False))
 
 
 def stdio_allow(args: argparse.Namespace) -> StdioAllowList:
@@ -199,7 +209,9 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         log().info("config store: %s (secrets %s)", mask_url(url),
                    "encrypted at rest" if box else "stored in clear: set TOOLMESH_SECRET_KEY "
                    "to encrypt them")
-        from toolmesh.prompt import shipped_items  # here: the prompt package imports config
+        from toolmesh.prompt import (
+            shipped_items,  # here: the prompt package imports config
+        )
 
         return ConfigService(bus, store, stdio_allow=stdio_allow(args), secret_box=box,
                              defaults={"prompt": shipped_items})
@@ -209,9 +221,12 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         return Gateway(bus, args.gateway_options)
     if run_service.is_tool_service(part):
         if not hasattr(args, "concurrency"):  # `serve` has no tool-service options
+            from toolmesh.registry.wire import DEFAULT_TTL
+
             args = argparse.Namespace(**vars(args), topic=None, request_queue=None,
                                       response_queue=None, id=None,
-                                      concurrency=DEFAULT_CONCURRENCY)
+                                      concurrency=DEFAULT_CONCURRENCY, workspace="default",
+                                      announce_ttl=DEFAULT_TTL)
         return run_service.build_tool_service(bus, part, args)
     if part == "text-completion":
         from toolmesh.llm.service import TextCompletionService
@@ -239,7 +254,11 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                             request_queue=f"request:tg:agent:{args.flow}",
                             response_queue=f"response:tg:agent:{args.flow}",
                             tools_queues={"request_queue": f"request:tg:agent-tools:{args.flow}",
-                                          "response_queue": f"response:tg:agent-tools:{args.flow}"})
+                                          "response_queue": f"response:tg:agent-tools:{args.flow}"},
+                            services_queues={
+                                "request_queue": f"request:tg:agent-services:{args.flow}",
+                                "response_queue": f"response:tg:agent-services:{args.flow}"},
+                            announcements=not args.no_announcements)
     raise unknown_part(part)
 
 

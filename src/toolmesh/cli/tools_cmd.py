@@ -22,8 +22,9 @@ SERVICE = "agent-tools"
 def add_parser(commands: Any) -> None:
     p = commands.add_parser(
         "tools", help="the agent's tools: offered or not, and why",
-        description="List every tool config item as the flow's agent sees it: available "
-                    "(offered to the LLM) or not offered, with the reason.")
+        description="List every tool as the flow's agent sees it — config items and the tools "
+                    "of running services that announce themselves: available (offered to the "
+                    "LLM) or not offered, with the reason.")
     p.add_argument("-f", "--flow", default="default", help="flow (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the agent's answer as JSON")
     add_gateway_flags(p)
@@ -49,6 +50,12 @@ def status_text(tool: dict[str, Any]) -> str:
     return f"not offered: {tool.get('reason') or 'no reason given'}"
 
 
+def source(tool: dict[str, Any]) -> Cell:
+    """Where a tool comes from: its config item, or a service that announced it (which one:
+    `toolmesh services`, or ``service`` in ``--json``)."""
+    return Cell("announced" if tool.get("source") == "announced" else "configured", "dim")
+
+
 def run(args: argparse.Namespace) -> int:
     # the config's version first: a put just made is then in the answer (read your writes)
     version = config_request(args, {"operation": "list", "type": "tool"}).get("version")
@@ -60,12 +67,13 @@ def run(args: argparse.Namespace) -> int:
         print_json(answer)
         return 0
     if not tools:
-        print("no tool items (add one with `tg-set-tool` or `toolmesh config put tool/KEY`)",
+        print("no tools (add one with `tg-set-tool` or `toolmesh config put tool/KEY`, or run "
+              "a tool service that announces itself: `toolmesh run MODULE:CLASS`)",
               file=sys.stderr)
         return 0
-    print_table(["KEY", "NAME", "TYPE", "STATUS", "REASON"],
+    print_table(["KEY", "NAME", "TYPE", "SOURCE", "STATUS", "REASON"],
                 [[str(t.get("key")), str(t.get("name") or "-"),
-                  Cell(str(t.get("type") or "-"), "dim"),
+                  Cell(str(t.get("type") or "-"), "dim"), source(t),
                   status_cell("available" if t.get("status") == "available" else "not offered"),
                   Cell(str(t.get("reason") or ""), "dim")] for t in tools])
     return 0

@@ -1,8 +1,9 @@
 """Validation of the config types toolmesh understands, applied to every put.
 
-``tool-service``, ``tool`` and ``mcp`` values must be JSON objects with the fields their
-type requires (TrustGraph's formats; the README and docs/tool-services.md); any other type is
-stored as given. A failure names the item and the field, and the whole put is refused
+``tool-service``, ``tool``, ``mcp`` and ``settings`` values must be JSON objects with the
+fields their type requires (TrustGraph's formats; the README and docs/tool-services.md); a
+``tool`` or ``tool-service`` item with ``"enabled": false`` needs no other field (it switches
+off the item, or the announced one, of its key). Any other type is stored as given. A failure names the item and the field, and the whole put is refused
 (nothing is stored). Values Python cannot decode safely (nested too
 deep, integers too long) or that hold lone surrogates are refused like any other bad value.
 """
@@ -66,9 +67,22 @@ class _Item:
     def queue(self, field: str) -> None:
         q = self.string(field)
         try:
-            parse_queue_id(q)  # type: ignore[arg-type]
+            parsed = parse_queue_id(q)  # type: ignore[arg-type]
         except QueueIdError as e:
             raise self.fail(field, e.message) from None
+        if parsed.cls == "notify":
+            # broadcast queues (config pushes, announcements) are not a service's to answer
+            # on: a call sent there would reach every listener as a notice
+            raise self.fail(field, f"{q!r} is a notify (broadcast) queue; a tool service "
+                                   "answers on request and response queues")
+
+    def disabled(self) -> bool:
+        """Whether the item is switched off (``"enabled": false``): then it needs no other
+        field (it only hides an announced item of its key, or one of its own)."""
+        enabled = self.value.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise self.fail("enabled", f"must be true or false, not {json.dumps(enabled)}")
+        return not enabled
 
 
 def _parse(type: str, key: str, raw: str) -> _Item:
@@ -91,6 +105,8 @@ def type_name(value: Any) -> str:
 
 
 def _tool_service(item: _Item) -> None:
+    if item.disabled():
+        return
     item.string("id")
     item.queue("request-queue")
     item.queue("response-queue")
@@ -105,6 +121,8 @@ def _tool_service(item: _Item) -> None:
 
 
 def _tool(item: _Item) -> None:
+    if item.disabled():
+        return
     tool_type = item.string("type")
     item.string("name")
     item.string("description")
@@ -187,10 +205,19 @@ def _flow(item: _Item) -> None:
     item.string("description", required=False)
 
 
+def _settings(item: _Item) -> None:
+    # settings/workspace: the workspace's own settings (toolmesh.registry.merge)
+    accept = item.value.get("accept-announcements", True)
+    if not isinstance(accept, bool):
+        raise item.fail("accept-announcements", f"must be true or false, not "
+                                                f"{json.dumps(accept)}")
+
+
 VALIDATORS: dict[str, Callable[[_Item], None]] = {
     "tool-service": _tool_service,
     "tool": _tool,
     "flow": _flow,
+    "settings": _settings,
 }
 
 

@@ -26,6 +26,8 @@ DEFAULT_DEADLINES: Mapping[str, float] = MappingProxyType({
     "agent": 600.0,
     # the agent asks each tool whether it can work, within a budget of its own (3 s)
     "agent-tools": 30.0,
+    # answered from what the agent holds: nothing to wait for but the agent itself
+    "agent-services": 30.0,
     # one LLM answer: a whole one fails at the provider's 120 s first (its error, not ours,
     # reaches the caller); a streamed one may take longer while its pieces keep coming
     "prompt": 300.0,
@@ -38,6 +40,7 @@ HINTS: Mapping[str, str] = MappingProxyType({
     "agent": "is `toolmesh run agent` running for this flow?",
     "mcp-tool": "is `toolmesh run mcp-tool` running for this flow?",
     "agent-tools": "is `toolmesh run agent` running for this flow? (the agent answers it)",
+    "agent-services": "is `toolmesh run agent` running for this flow? (the agent answers it)",
     "prompt": "is `toolmesh run prompt` running? (it needs `toolmesh run text-completion`)",
     "text-completion": "is `toolmesh run text-completion` running?",
 })

@@ -9,8 +9,8 @@ config get, list, getvalues, config,       ``config:read`` in the workspace
 history; flow (list-flows, get-flow)
 config put, delete                         ``config:write`` in the workspace
 config put of a secret or a stdio item     ``config:write`` and ``admin`` in the workspace
-agent, agent-tools, prompt,                ``agent`` in the workspace
-text-completion
+agent, agent-tools, agent-services,        ``agent`` in the workspace
+prompt, text-completion
 mcp-tool, tool-service                     ``tools:invoke`` in the workspace
 token (create, list, revoke)               ``admin`` (within its own scope, see
                                            :mod:`toolmesh.gateway.tokens`)
@@ -62,7 +62,8 @@ CONFIG_WRITES = frozenset({"put", "delete"})
 CONFIG_EVERYWHERE = frozenset({"getvalues-all-ws", "list-workspaces"})
 SERVICE_NEEDS: dict[str, Capability] = {
     "flow": "config:read",
-    "agent": "agent", "agent-tools": "agent", "prompt": "agent", "text-completion": "agent",
+    "agent": "agent", "agent-tools": "agent", "agent-services": "agent", "prompt": "agent",
+    "text-completion": "agent",
     "mcp-tool": "tools:invoke", "tool-service": "tools:invoke",
 }
 

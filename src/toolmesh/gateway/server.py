@@ -3,8 +3,9 @@
 * ``POST /api/v1/{service}`` — global services (``config``);
 * ``POST /api/v1/flow/{flow}/service/{service}`` — per-flow services (``agent``, ``mcp-tool``,
   ``tool-service``: a configured tool service called by its descriptor id; ``agent-tools``:
-  the agent's tools, each offered or not and why; ``prompt``: a template completed by the
-  LLM; ``text-completion``: the LLM itself);
+  the agent's tools, each offered or not and why; ``agent-services``: every tool service,
+  configured or announced, with its live instances and its tools; ``prompt``: a template
+  completed by the LLM; ``text-completion``: the LLM itself);
 * ``GET /api/v1/socket`` — WebSocket, one connection multiplexing many requests.
 
 Every request passes :class:`~toolmesh.gateway.access.AccessPolicy` first: cross-origin and
@@ -104,6 +105,9 @@ class GatewayOptions:
     #: together, in any order, serve the first request
     startup_grace: float = 0.0
     extra_endpoints: tuple[Endpoint, ...] = field(default=())
+    #: let the ``tool-service`` route call services that announce themselves (listening
+    #: only: nothing a gateway client sends is ever announced)
+    announcements: bool = True
     #: sockets already listening (:func:`toolmesh.gateway.listen.bind_listeners`) to serve
     #: instead of binding ``host`` and ``port``, which then only name them
     sockets: tuple[socket.socket, ...] = field(default=(), compare=False, repr=False)
@@ -147,7 +151,12 @@ class Gateway:
         # the agent's tools and whether each is offered (answered by the agent process)
         self.add(FlowEndpoint(bus, "agent-tools", request_queue="request:tg:agent-tools:{flow}",
                               response_queue="response:tg:agent-tools:{flow}", part="agent"))
-        self.add(ToolServiceEndpoint(bus, max_timeout=options.deadlines.of("tool-service")))
+        # every tool service, configured or announced, and its live instances (the agent too)
+        self.add(FlowEndpoint(bus, "agent-services",
+                              request_queue="request:tg:agent-services:{flow}",
+                              response_queue="response:tg:agent-services:{flow}", part="agent"))
+        self.add(ToolServiceEndpoint(bus, max_timeout=options.deadlines.of("tool-service"),
+                                     announcements=options.announcements))
         # TrustGraph's prompt and LLM services, on their wire (TrustGraph's clients stream
         # both over the WebSocket; REST joins a streamed answer into one body)
         self.add(FlowEndpoint(bus, "prompt", request_queue="request:tg:prompt:{flow}",

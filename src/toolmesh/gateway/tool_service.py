@@ -25,6 +25,7 @@ from toolmesh.bus.base import Bus
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.config.client import ConfigClient
 from toolmesh.errors import RequestError, RequestTimeout, ServiceError, ToolmeshError
+from toolmesh.registry.registry import Registry
 from toolmesh.schema.json_object import json_object
 from toolmesh.schema.json_text import loads
 from toolmesh.schema.tool_service import DEFAULT_USER
@@ -99,16 +100,23 @@ class Descriptor:
             item = loads(value, what="the value")  # never RecursionError, whatever is stored
             if not isinstance(item, dict):
                 raise ValueError("the value is not a JSON object")
-            request_queue, response_queue = (str(parse_queue_id(q)) for q in resolve_queues(
+            if item.get("enabled", True) is False:
+                raise ServiceError(f"tool service {id!r} is disabled by its config item "
+                                   "(\"enabled\": false)", type="bad-request")
+            request_queue, response_queue = (parse_queue_id(q) for q in resolve_queues(
                 topic=None, request_queue=item.get("request-queue"),
                 response_queue=item.get("response-queue")))
+            if "notify" in (request_queue.cls, response_queue.cls):
+                # a store written around validation must not turn a call into a broadcast
+                # (the announcement queue among them)
+                raise ValueError("a notify (broadcast) queue is no tool service's queue")
             params = item.get("config-params") or []
             required = tuple(p["name"] for p in params if p.get("required", False))
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ServiceError(f"config item tool-service/{id} is not a valid descriptor: {e}",
                                type="config-error") from None
-        return cls(id=id, request_queue=request_queue, response_queue=response_queue,
-                   required_params=required)
+        return cls(id=id, request_queue=str(request_queue),
+                   response_queue=str(response_queue), required_params=required)
 
     def check(self, config: Mapping[str, Any]) -> None:
         """Refuse a config that leaves out a config-param marked required, as the agent
@@ -128,14 +136,17 @@ class ToolServiceEndpoint:
     """Calls the tool service a ``tool-service`` config item describes, per request.
 
     The descriptor is read from the config service on every call (so a changed item applies
-    at once); one client per queue pair is kept, because creating one subscribes a queue.
+    at once) — or, when the workspace has no item of that id, taken from a live instance's
+    announcement (``announcements=True``: the endpoint listens to them, as an agent does);
+    one client per queue pair is kept, because creating one subscribes a queue.
     """
 
     name = NAME
     per_flow = True  # addressed like the other per-flow services; the flow does not matter
 
     def __init__(self, bus: Bus, *, max_timeout: float = 600.0, config_timeout: float = 30.0,
-                 config_queues: Mapping[str, str] | None = None) -> None:
+                 config_queues: Mapping[str, str] | None = None,
+                 announcements: bool = True) -> None:
         """``max_timeout`` caps a request's ``timeout``; ``config_queues`` (``request_queue``,
         ``response_queue``) reach a config service on other than the default queues."""
         self.max_timeout = max_timeout
@@ -144,11 +155,16 @@ class ToolServiceEndpoint:
                                     **(config_queues or {}))
         self._clients: dict[tuple[str, str], ToolServiceClient] = {}
         self._lock = asyncio.Lock()
+        self.registry = Registry(bus) if announcements else None
 
     async def start(self) -> None:
         await self._config.start()
+        if self.registry is not None:
+            await self.registry.start()
 
     async def stop(self) -> None:
+        if self.registry is not None:
+            await self.registry.stop()
         for client in self._clients.values():
             await client.stop()
         self._clients.clear()
@@ -207,9 +223,13 @@ class ToolServiceEndpoint:
         except RequestTimeout as e:
             raise RequestTimeout(f"tool-service/{id} could not be read: {e.message}") from None
         if value is None:
+            announced = self.registry.offered(workspace).get(id) if self.registry else None
+            if announced is not None:
+                return Descriptor.parse(id, json.dumps(announced.descriptor))
             raise ServiceError(
-                f"no tool service {id!r} in workspace {workspace!r}: config item "
-                f"tool-service/{id} is missing; store its descriptor first, e.g. "
+                f"no tool service {id!r} in workspace {workspace!r}: no config item "
+                f"tool-service/{id} and no running instance announces it; start it "
+                f"(toolmesh run MODULE:CLASS) or store its descriptor, e.g. "
                 f"'toolmesh config put tool-service/{id} descriptor.json'",
                 type="unknown-tool-service")
         return Descriptor.parse(id, value)

@@ -7,6 +7,16 @@ import inspect
 from typing import Any, ClassVar
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
+from toolmesh.registry.announcer import Announcer, announcement
+from toolmesh.registry.wire import (
+    ANNOUNCEMENT_QUEUE,
+    DEFAULT_TTL,
+    DEFAULT_WORKSPACE,
+    MAX_TTL,
+    MIN_TTL,
+    PROBE_QUEUE,
+    Announcement,
+)
 from toolmesh.rpc.service import Reply, Service
 from toolmesh.schema import tool_service as wire
 from toolmesh.tools.definition import ToolServiceDefinition
@@ -30,7 +40,11 @@ class DynamicToolService(Service):
 
     A subclass may declare what it offers in :attr:`definition`: its id, topic, config-params
     and tools. Then it needs no ``topic``/``id`` here (the definition's are the defaults), and
-    ``toolmesh tool-service register MODULE:CLASS`` writes its config items.
+    it **announces itself** while it runs (docs/announcements.md): agents offer its tools in
+    ``workspace`` with no config written, until it stops. ``announce=False`` keeps it silent
+    (then ``toolmesh tool-service register MODULE:CLASS`` writes its config items);
+    ``announce_ttl``: seconds agents keep it without a heartbeat (it beats every third);
+    ``announcement_queue``/``probe_queue``: where it announces (one broker, several meshes).
     """
 
     error_type = "tool-service-error"
@@ -46,6 +60,11 @@ class DynamicToolService(Service):
         response_queue: str | None = None,
         id: str | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
+        workspace: str = DEFAULT_WORKSPACE,
+        announce: bool = True,
+        announce_ttl: float = DEFAULT_TTL,
+        announcement_queue: str = ANNOUNCEMENT_QUEUE,
+        probe_queue: str = PROBE_QUEUE,
     ) -> None:
         definition = self.definition
         if definition is not None and topic is None and request_queue is None \
@@ -57,6 +76,43 @@ class DynamicToolService(Service):
             or type(self).__name__.lower()
         super().__init__(bus, request_queue=req, response_queue=resp,
                          subscription=f"{self.id}-request", concurrency=concurrency)
+        self.workspace = workspace
+        self.announce = announce and definition is not None
+        if not MIN_TTL <= announce_ttl <= MAX_TTL:
+            raise ValueError(f"announce_ttl must be from {MIN_TTL:g} to {MAX_TTL:g} seconds, "
+                             f"not {announce_ttl:g}")
+        self.announce_ttl = announce_ttl
+        self._queues = (req, resp)
+        self._announcement_queues = (announcement_queue, probe_queue)
+        self.announcer: Announcer | None = None
+
+    async def start(self) -> None:
+        """Serve, then announce (the tools are offered once someone consumes their queue)."""
+        await super().start()
+        if self.announce and self.announcer is None:
+            queue, probe_queue = self._announcement_queues
+            self.announcer = Announcer(self.bus, self.announcement(), queue=queue,
+                                       probe_queue=probe_queue)
+            await self.announcer.start()
+
+    async def stop(self) -> None:
+        """Say goodbye first (agents stop offering the tools at once), then drain."""
+        announcer, self.announcer = self.announcer, None
+        if announcer is not None:
+            await announcer.stop()
+        await super().stop()
+
+    def announcement(self) -> Announcement:
+        """What this instance announces: its definition's items with its own id and queues
+        (:class:`~toolmesh.tools.definition.DefinitionError` if they are not valid)."""
+        assert self.definition is not None
+        items = self.definition.items(id=self.id, request_queue=self._queues[0],
+                                      response_queue=self._queues[1])
+        return announcement(id=self.id, workspace=self.workspace,
+                            descriptor=items[("tool-service", self.id)],
+                            tools={key: item for (type, key), item in items.items()
+                                   if type == "tool"},
+                            ttl=self.announce_ttl)
 
     async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
         """Compute the observation for one call. Override this."""

@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolmesh.agent.tools.base import Call, Tool, ToolBuildError, ToolInfo
+from toolmesh.agent.tools.base import Call, Tool, ToolBuildError, ToolError, ToolInfo
 from toolmesh.agent.tools.context import BuildContext
 from toolmesh.tools.client import ToolServiceClient
 
 
 class ToolServiceTool(Tool):
     """Calls a tool service with the tool's config-param values, the caller's user and the
-    workspace of the tool item."""
+    workspace of the tool item.
+
+    ``live_instances()``: how many announced instances of its service serve its queue
+    (``None``: the service never announced it); when none is left the call fails at once
+    instead of waiting out its timeout.
+    """
 
     def __init__(self, info: ToolInfo, client: ToolServiceClient, config: dict[str, Any], *,
-                 workspace: str | None = None) -> None:
+                 workspace: str | None = None, service_id: str | None = None,
+                 live_instances: Callable[[], int | None] | None = None) -> None:
         super().__init__(info)
         self.client = client
         self.config = config
         self.workspace = workspace
+        self.service_id = service_id
+        self.live_instances = live_instances
 
     async def invoke(self, arguments: dict[str, Any], call: Call) -> str:
+        if self.live_instances is not None and self.live_instances() == 0:
+            raise ToolError(f"no live instance of tool service {self.service_id}")
         return await self.client.call(user=call.user, config=self.config, arguments=arguments,
                                       timeout=call.timeout, workspace=self.workspace)
 
@@ -31,7 +41,11 @@ async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> T
     descriptor = context.config.get("tool-service", {}).get(service_id)
     if descriptor is None:
         raise ToolBuildError(f"tool/{key} uses tool service {service_id!r}, but there is no "
-                             f"config item tool-service/{service_id}")
+                             f"config item tool-service/{service_id} and no running instance "
+                             "announces it")
+    if descriptor.get("enabled", True) is False:
+        raise ToolBuildError(f"tool/{key} uses tool service {service_id!r}, which its config "
+                             f"item disables (tool-service/{service_id} has \"enabled\": false)")
     values: dict[str, Any] = {}
     for param in descriptor.get("config-params") or []:
         name = param["name"]
@@ -42,5 +56,9 @@ async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> T
                                  f"{service_id!r} requires (config-params)")
     client = await context.clients.tool_service(descriptor["request-queue"],
                                                 descriptor["response-queue"])
+    registry = context.services.get("registry")
+    queue = descriptor["request-queue"]
     return ToolServiceTool(ToolInfo.from_config(key, config), client, values,
-                           workspace=context.workspace)
+                           workspace=context.workspace, service_id=service_id,
+                           live_instances=(lambda: registry.live_instances(service_id, queue))
+                           if registry is not None else None)

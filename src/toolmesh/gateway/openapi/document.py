@@ -87,8 +87,8 @@ One connection multiplexes many requests, each answered by frames carrying its `
 * **Request**: `{"id": "req-1", "service": "config", "workspace"?: "default", "flow"?:
   "default", "timeout"?: seconds, "request": {...}}` — `service` is any service of the REST
   routes (`config`, `flow`, `token`, `iam`, `agent`, `mcp-tool`, `tool-service`,
-  `agent-tools`, `prompt`, `text-completion`), `request` its REST body and `timeout` what
-  X-Timeout is on REST.
+  `agent-tools`, `agent-services`, `prompt`, `text-completion`), `request` its REST body and
+  `timeout` what X-Timeout is on REST.
 * **Responses**: `{"id": "req-1", "response": {...}, "complete": false|true}`, one per
   response of the service (a streaming agent, prompt, text-completion or tool service sends
   many; `complete: true` on the last, which also carries the service's `error` if it
@@ -232,6 +232,17 @@ def _paths() -> dict[str, Any]:
             "not available in this deployment, another tool has its name). Answered by the "
             "agent process (`toolmesh run agent`).",
             "AgentToolsRequest", "AgentToolsResponse", per_flow=True),
+        f"{flow}/agent-services": _service(
+            "agentServices", "Every tool service: configured or announced, live or not",
+            "Every tool service of the workspace as the flow's agent sees it: its "
+            "`tool-service` config item and/or the instances that announce themselves on the "
+            "bus, how many are live (`null`: none ever announced it), each instance's host, "
+            "pid and last heartbeat, and its tools: `offered`, `no-live-instance` (every "
+            "announced instance is gone: a call fails at once), `overridden` (a configured "
+            "item of its key replaces an announced tool) or `not-offered` with the `reason`. "
+            "A config read shows configured items only; this shows both. Answered by the "
+            "agent process (`toolmesh run agent`).",
+            "AgentServicesRequest", "AgentServicesResponse", per_flow=True),
     }
 
 
@@ -252,7 +263,8 @@ def _components() -> dict[str, Any]:
             "Timeout": {"name": "X-Timeout", "in": "header", "required": False,
                         "description": "this request's deadline in seconds, at most the "
                                        "route's own (by default config and flow 10 s, "
-                                       "agent-tools 30 s, mcp-tool and tool-service 130 s, "
+                                       "agent-tools and agent-services 30 s, mcp-tool and "
+                                       "tool-service 130 s, "
                                        "prompt and text-completion 300 s, agent 600 s; the "
                                        "operator's "
                                        "`--deadline SERVICE=SECONDS`); not a positive number: "

@@ -514,7 +514,84 @@ def agent_tools_schemas() -> dict[str, Schema]:
                 "status": {"enum": ["available", "not-offered"]},
                 "reason": _text("why it is not offered: its `mcp` or `tool-service` item is "
                                 "missing, its MCP server lacks the remote tool or does not "
-                                "answer, its type is not available here, its name is taken")}},
+                                "answer, its type is not available here, its name is taken, "
+                                "it is disabled (`\"enabled\": false`)"),
+                "source": {"enum": ["configured", "announced"],
+                           "description": "a `tool` config item, or a tool a running tool "
+                                          "service announces (docs/announcements.md)"},
+                "service": _text("the id of the tool service that announced it (announced "
+                                 "tools only)")}},
+    }
+
+
+def agent_services_schemas() -> dict[str, Schema]:
+    when = {"type": ["string", "null"], "format": "date-time",
+            "description": "ISO 8601 UTC (`2025-01-31T12:00:00.123Z`)"}
+    return {
+        "AgentServicesRequest": {
+            "type": "object", "properties": {
+                "workspace": _WORKSPACE,
+                "version": {"type": "integer",
+                            "description": "the config version the caller last saw (from a "
+                                           "config answer): an agent with older tools loads "
+                                           "the config first, so a put shows at once"}}},
+        "AgentServicesResponse": {
+            "description": "Every tool service of the workspace, configured or announced, by "
+                           "id; or `error`.",
+            "type": "object",
+            "properties": {
+                "workspace": _text("the workspace listed"),
+                "version": {"type": "integer", "description": "the config version the "
+                                                              "agent's tools were built from"},
+                "accepts-announcements": {
+                    "type": "boolean",
+                    "description": "whether the agent offers announced tools in this "
+                                   "workspace (false: it runs with --no-announcements, or "
+                                   "the workspace's settings item refuses them)"},
+                "services": {"type": "array", "items": ref("ToolServiceListing")},
+                "error": ref("ServiceError")}},
+        "ToolServiceListing": {
+            "type": "object",
+            "required": ["id", "configured", "announced", "enabled", "live", "instances",
+                         "tools"],
+            "properties": {
+                "id": _text("the service id (the `tool-service` item's key)"),
+                "configured": {"type": "boolean",
+                               "description": "a `tool-service` config item of this key "
+                                              "exists"},
+                "announced": {"type": "boolean",
+                              "description": "instances of it announced themselves (live "
+                                             "or gone since)"},
+                "enabled": {"type": "boolean",
+                            "description": "false when its config item says `\"enabled\": "
+                                           "false`"},
+                "request-queue": {"type": ["string", "null"],
+                                  "description": "the queue its tools are called on (the "
+                                                 "config item's, else the announced one)"},
+                "live": {"type": ["integer", "null"], "minimum": 0,
+                         "description": "live announced instances; null: none ever "
+                                        "announced it (it may have instances that do not)"},
+                "instances": {"type": "array", "items": {
+                    "type": "object", "required": ["instance", "last-heartbeat", "ttl"],
+                    "properties": {
+                        "instance": _text("the instance id"),
+                        "host": {"type": ["string", "null"]},
+                        "pid": {"type": ["integer", "null"]},
+                        "started": when,
+                        "last-heartbeat": when,
+                        "ttl": {"type": "number", "description": "seconds it counts as "
+                                                                 "live after a heartbeat"}}}},
+                "last-seen": when,
+                "tools": {"type": "array", "items": {
+                    "type": "object", "required": ["key", "source", "status"],
+                    "properties": {
+                        "key": _text("the tool's key"),
+                        "name": {"type": ["string", "null"],
+                                 "description": "the name the LLM calls it by"},
+                        "source": {"enum": ["configured", "announced"]},
+                        "status": {"enum": ["offered", "overridden", "no-live-instance",
+                                            "not-offered"]},
+                        "reason": _text("why it is not offered, or what overrides it")}}}}},
     }
 
 
@@ -538,7 +615,8 @@ def socket_schemas() -> dict[str, Schema]:
             "properties": {
                 "id": request_id,
                 "service": _text("a service name: config, flow, token, iam, agent, mcp-tool, "
-                                 "tool-service, agent-tools, prompt, text-completion"),
+                                 "tool-service, agent-tools, agent-services, prompt, "
+                                 "text-completion"),
                 "flow": _text("the flow of a per-flow service (default `default`)"),
                 "workspace": _text("the workspace (default `default`)"),
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
@@ -565,4 +643,4 @@ def all_schemas() -> dict[str, Schema]:
             **iam_schemas(), **flow_schemas(),
             **agent_schemas(), **prompt_schemas(), **text_completion_schemas(),
             **mcp_tool_schemas(), **tool_service_schemas(),
-            **agent_tools_schemas(), **socket_schemas()}
+            **agent_tools_schemas(), **agent_services_schemas(), **socket_schemas()}
