@@ -18,6 +18,22 @@ from toolmesh.bus.memory import new_memory_url
 #: every queue and exchange a test run creates on a shared broker carries this marker
 RUN_MARKER = f"tmtest{uuid.uuid4().hex[:8]}"
 
+#: marks of tests that use a server every test process shares (a broker, a database)
+SHARED_SERVERS = ("rabbitmq", "postgres", "pulsar")
+#: folders whose tests start whole deployments (fixed queue names, a broker restart, the
+#: trustgraph-cli venv built once) or use the shared servers through processes
+SHARED_FOLDERS = ("e2e", "compat", "deploy")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With ``-n N --dist loadgroup``, the tests that share a server run one after another
+    on one worker; the others spread over the rest. Without xdist the mark does nothing."""
+    for item in items:
+        folder = item.path.relative_to(Path(__file__).parent).parts[0]
+        if folder in SHARED_FOLDERS or any(item.get_closest_marker(m) for m in SHARED_SERVERS):
+            item.add_marker(pytest.mark.xdist_group("shared-servers"))
+
 
 @dataclass
 class Backend:
