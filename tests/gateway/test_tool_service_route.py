@@ -312,3 +312,38 @@ async def test_a_service_that_announces_itself_is_called_with_no_config_item(
             await endpoint.registry.wait_for(lambda: not endpoint.registry.offered("default"))
         gone = await route.post({"id": "announced-jokes"})
         assert gone["error"]["type"] == "unknown-tool-service"
+
+
+async def test_a_stored_descriptor_naming_a_broadcast_queue_is_refused(memory: Backend,
+                                                                       tmp_path: Path) -> None:
+    # written around the config service's validation (an old store, another writer): the
+    # route must not turn a call into a notice on the announcement queue
+    store = await open_store(str(tmp_path / "old.db"))
+    await store.put("default", [("tool-service", "loud", json.dumps({
+        "id": "loud", "request-queue": "notify:tg:tool-descriptors",
+        "response-queue": "response:tg:loud"}))])
+    await store.close()
+    bus = await memory.connect()
+    heard: list[bytes] = []
+
+    async def listen(message: Any) -> None:
+        heard.append(message.body)
+
+    await bus.subscribe("notify:tg:tool-descriptors", listen, subscription="test")
+    async with AsyncExitStack() as stack:
+        queues = {"request_queue": "request:tg:old-config", "response_queue":
+                  "response:tg:old-config"}
+        reopened = await open_store(str(tmp_path / "old.db"))
+        stack.push_async_callback(reopened.close)
+        await stack.enter_async_context(ConfigService(bus, reopened, **queues,
+                                                      push_queue="notify:tg:old-push"))
+        endpoint = ToolServiceEndpoint(bus, config_queues=queues)
+        gateway = await stack.enter_async_context(
+            Gateway(bus, GatewayOptions(port=0, extra_endpoints=(endpoint,))))
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        route = Route(gateway, http, await stack.enter_async_context(
+            ConfigClient(bus, timeout=10, **queues)))
+        body = await route.post({"id": "loud", "arguments": {"id": "x", "instance": "y"}})
+    assert body["error"]["type"] == "config-error"
+    assert "a notify (broadcast) queue is no tool service's queue" in body["error"]["message"]
+    assert heard == []
