@@ -155,7 +155,8 @@ class ToolServiceEndpoint:
                                     **(config_queues or {}))
         self._clients: dict[tuple[str, str], ToolServiceClient] = {}
         self._lock = asyncio.Lock()
-        self.registry = Registry(bus) if announcements else None
+        # quiet: the agent's registry logs the instances (often in the same process)
+        self.registry = Registry(bus, quiet=True) if announcements else None
 
     async def start(self) -> None:
         await self._config.start()

@@ -104,8 +104,10 @@ class Announcer:
                 await self._producer.send(body)
         except Exception as e:  # the bus is down or slow: the next beat tries again
             if not self._failing:
-                log.warning("could not announce tool service %s: %s; trying again every "
-                            "%g s", self.announcement.id, e, self.interval)
+                why = (f"the bus did not take it within {timeout:g} s"
+                       if isinstance(e, TimeoutError) else f"{type(e).__name__}: {e}")
+                log.warning("could not announce tool service %s (%s); trying again every "
+                            "%g s", self.announcement.id, why, self.interval)
             self._failing = True
             return
         if self._failing:

@@ -101,8 +101,13 @@ class Registry:
 
     def __init__(self, bus: Bus, *, on_change: OnChange | None = None,
                  queue: str = ANNOUNCEMENT_QUEUE, probe_queue: str = PROBE_QUEUE,
-                 max_services: int = MAX_SERVICES, max_instances: int = MAX_INSTANCES) -> None:
+                 max_services: int = MAX_SERVICES, max_instances: int = MAX_INSTANCES,
+                 quiet: bool = False) -> None:
         self.bus = bus
+        # instances coming and going are logged by one registry per process (the agent's);
+        # another beside it (the gateway's) logs them at debug level only
+        self._events = logging.DEBUG if quiet else logging.INFO
+        self._warnings = logging.DEBUG if quiet else logging.WARNING
         self.max_services = max_services
         self.max_instances = max_instances
         self._on_change = on_change
@@ -231,9 +236,9 @@ class Registry:
                 return
             instance = record.instances[a.instance] = Instance(announcement=a, first_seen=now,
                                                                last_seen=now)
-            log.info("tool service %s: instance %s (%s pid %s) is up in workspace %r", a.id,
-                     a.instance, a.host or "?", a.pid if a.pid is not None else "?",
-                     a.workspace)
+            log.log(self._events, "tool service %s: instance %s (%s pid %s) is up in "
+                    "workspace %r", a.id, a.instance, a.host or "?",
+                    a.pid if a.pid is not None else "?", a.workspace)
         instance.announcement = a
         instance.last_seen = record.last_seen = now
         if instance.expiry is not None:
@@ -251,16 +256,16 @@ class Registry:
                 continue
             if instance.expiry is not None:
                 instance.expiry.cancel()
-            log.info("tool service %s: instance %s stopped (%d left)", id, goodbye.instance,
-                     len(record.instances))
+            log.log(self._events, "tool service %s: instance %s stopped (%d left)", id,
+                    goodbye.instance, len(record.instances))
             self._settle(record)
 
     def _expire(self, key: tuple[str, str], instance_id: str) -> None:
         record = self._records.get(key)
         if record is None or record.instances.pop(instance_id, None) is None:
             return
-        log.warning("tool service %s: instance %s not heard from in its ttl; counted as "
-                    "gone (%d left)", key[1], instance_id, len(record.instances))
+        log.log(self._warnings, "tool service %s: instance %s not heard from in its ttl; counted as gone (%d "
+                "left)", key[1], instance_id, len(record.instances))
         self._settle(record)
 
     def _settle(self, record: ServiceRecord) -> None:
@@ -306,7 +311,7 @@ class Registry:
         if len(self._complained) >= _MAX_COMPLAINTS:
             self._complained.clear()
         self._complained.add(seen)
-        log.warning("ignored an announcement%s: %s",
+        log.log(self._warnings, "ignored an announcement%s: %s",
                     f" from instance {sender!r}" if sender else "", problem)
 
     async def _notify(self) -> None:
