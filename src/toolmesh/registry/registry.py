@@ -146,7 +146,9 @@ class Registry:
             await subscription.close()
         notifier, self._notifier = self._notifier, None
         if notifier is not None:
+            # awaited: a rebuild it is running must not outlive the owner's clients
             notifier.cancel()
+            await asyncio.wait({notifier})
         for record in self._records.values():
             for instance in record.instances.values():
                 if instance.expiry is not None:
