@@ -83,12 +83,15 @@ class Announcer:
         beat, self._beat = self._beat, None
         if beat is None:
             return
-        beat.cancel()
         probes, self._probes = self._probes, None
         if probes is not None:
             await probes.close()
-        if self._answer is not None:
-            self._answer.cancel()
+        # both ended before the goodbye: an announcement after it would bring the instance
+        # back to every registry for a ttl
+        tasks = {beat} | ({self._answer} if self._answer is not None else set())
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
         goodbye = Goodbye(id=self.announcement.id, instance=self.announcement.instance,
                           workspace=self.announcement.workspace)
         await self._send(goodbye.to_wire(), timeout=GOODBYE_TIMEOUT)
