@@ -313,6 +313,16 @@ async def test_a_service_that_announces_itself_is_called_with_no_config_item(
         gone = await route.post({"id": "announced-jokes"})
         assert gone["error"]["type"] == "unknown-tool-service"
 
+        # configured, on the queue it announced: no live instance, so 503 at once
+        await route.config.put({("tool-service", "announced-jokes"): descriptor(
+            "announced-jokes", "announced-jokes")})
+        started = asyncio.get_running_loop().time()
+        refused = await route.post({"id": "announced-jokes", "timeout": 30}, status=503)
+        assert asyncio.get_running_loop().time() - started < 1.0
+        assert refused["error"]["type"] == "service-unavailable"
+        assert "no live instance of tool service 'announced-jokes'" in \
+            refused["error"]["message"]
+
 
 async def test_a_stored_descriptor_naming_a_broadcast_queue_is_refused(memory: Backend,
                                                                        tmp_path: Path) -> None:

@@ -181,6 +181,7 @@ class ToolServiceEndpoint:
             workspace = named if isinstance(named, str) and named else workspace
             descriptor = await self._descriptor(call.id, workspace)
             descriptor.check(call.config)
+            self._check_live(descriptor)
             client = await self._client(descriptor)
         except RequestError as e:
             if e.type in ("timeout", "service-unavailable"):
@@ -234,6 +235,16 @@ class ToolServiceEndpoint:
                 f"'toolmesh config put tool-service/{id} descriptor.json'",
                 type="unknown-tool-service")
         return Descriptor.parse(id, value)
+
+    def _check_live(self, descriptor: Descriptor) -> None:
+        """A service that announced its queue and has no live instance left fails at once
+        (503), as the agent's tools do, instead of waiting out the call's timeout."""
+        if self.registry is None:
+            return
+        if self.registry.live_instances(descriptor.id, descriptor.request_queue) == 0:
+            raise RequestError(f"no live instance of tool service {descriptor.id!r}: every "
+                               "instance that announced itself is gone; start one (toolmesh "
+                               "run MODULE:CLASS)", type="service-unavailable")
 
     async def _client(self, descriptor: Descriptor) -> ToolServiceClient:
         key = (descriptor.request_queue, descriptor.response_queue)
