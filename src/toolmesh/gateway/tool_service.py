@@ -15,7 +15,6 @@ answer in time raises :class:`RequestTimeout`, which the gateway shows as a ``ti
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.config.client import ConfigClient
 from toolmesh.errors import RequestError, RequestTimeout, ServiceError, ToolmeshError
 from toolmesh.registry.registry import Registry
+from toolmesh.rpc.pool import ClientPool
 from toolmesh.schema.json_object import json_object
 from toolmesh.schema.json_text import loads
 from toolmesh.schema.tool_service import DEFAULT_USER
@@ -153,8 +153,7 @@ class ToolServiceEndpoint:
         self._bus = bus
         self._config = ConfigClient(bus, timeout=config_timeout, when_no_consumer="fail",
                                     **(config_queues or {}))
-        self._clients: dict[tuple[str, str], ToolServiceClient] = {}
-        self._lock = asyncio.Lock()
+        self._clients = ClientPool()
         # quiet: the agent's registry logs the instances (often in the same process)
         self.registry = Registry(bus, quiet=True) if announcements else None
 
@@ -166,9 +165,7 @@ class ToolServiceEndpoint:
     async def stop(self) -> None:
         if self.registry is not None:
             await self.registry.stop()
-        for client in self._clients.values():
-            await client.stop()
-        self._clients.clear()
+        await self._clients.close()
         await self._config.stop()
 
     async def call(self, request: dict[str, Any], *, workspace: str,
@@ -248,14 +245,6 @@ class ToolServiceEndpoint:
 
     async def _client(self, descriptor: Descriptor) -> ToolServiceClient:
         key = (descriptor.request_queue, descriptor.response_queue)
-        async with self._lock:
-            client = self._clients.get(key)
-            if client is None:
-                client = ToolServiceClient(
-                    self._bus, request_queue=key[0], response_queue=key[1],
-                    when_no_consumer="fail",
-                    hint=f"is the tool service {descriptor.id!r} (which consumes {key[0]}) "
-                         "running?")
-                await client.start()
-                self._clients[key] = client
-        return client
+        return await self._clients.get(key, lambda: ToolServiceClient(
+            self._bus, request_queue=key[0], response_queue=key[1], when_no_consumer="fail",
+            hint=f"is the tool service {descriptor.id!r} (which consumes {key[0]}) running?"))

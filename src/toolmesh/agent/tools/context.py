@@ -2,50 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolmesh.bus.base import Bus
 from toolmesh.config.service import DEFAULT_WORKSPACE
+from toolmesh.rpc.pool import MAX_CLIENTS
+from toolmesh.rpc.pool import ClientPool as Pool
 from toolmesh.tools.client import ToolServiceClient
 
 
-class ClientPool:
-    """Long-lived clients shared by every tool (and every dialog) that needs the same queues.
+class ClientPool(Pool):
+    """The agent's clients (:class:`toolmesh.rpc.pool.ClientPool`): shared by every tool and
+    every dialog that needs the same queues."""
 
-    Creating a client subscribes a response queue, so it is done once per queue pair, never
-    per call or per config reload.
-    """
-
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, *, max_clients: int = MAX_CLIENTS) -> None:
+        super().__init__(max_clients=max_clients)
         self.bus = bus
-        self._clients: dict[tuple[str, ...], Any] = {}
-        self._lock = asyncio.Lock()
-
-    async def get(self, key: tuple[str, ...], make: Any) -> Any:
-        """The started client for ``key``, made by ``make()`` the first time."""
-        client = self._clients.get(key)
-        if client is None:
-            async with self._lock:
-                client = self._clients.get(key)
-                if client is None:
-                    client = make()
-                    await client.start()
-                    self._clients[key] = client
-        return client
 
     async def tool_service(self, request_queue: str, response_queue: str) -> ToolServiceClient:
         return await self.get(
             ("tool-service", request_queue, response_queue),
             lambda: ToolServiceClient(self.bus, request_queue=request_queue,
                                       response_queue=response_queue))
-
-    async def close(self) -> None:
-        for client in self._clients.values():
-            await client.stop()
-        self._clients.clear()
 
 
 @dataclass(kw_only=True)

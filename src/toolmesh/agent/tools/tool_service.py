@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from toolmesh.agent.tools.base import Call, Tool, ToolBuildError, ToolError, ToolInfo
@@ -19,10 +19,12 @@ class ToolServiceTool(Tool):
     instead of waiting out its timeout.
     """
 
-    def __init__(self, info: ToolInfo, client: ToolServiceClient, config: dict[str, Any], *,
+    def __init__(self, info: ToolInfo, client: Callable[[], Awaitable[ToolServiceClient]],
+                 config: dict[str, Any], *,
                  workspace: str | None = None, service_id: str | None = None,
                  live_instances: Callable[[], int | None] | None = None) -> None:
         super().__init__(info)
+        #: the client, from the pool at each call (it may have closed an unused one)
         self.client = client
         self.config = config
         self.workspace = workspace
@@ -32,7 +34,8 @@ class ToolServiceTool(Tool):
     async def invoke(self, arguments: dict[str, Any], call: Call) -> str:
         if self.live_instances is not None and self.live_instances() == 0:
             raise ToolError(f"no live instance of tool service {self.service_id}")
-        return await self.client.call(user=call.user, config=self.config, arguments=arguments,
+        client = await self.client()
+        return await client.call(user=call.user, config=self.config, arguments=arguments,
                                       timeout=call.timeout, workspace=self.workspace)
 
 
@@ -54,8 +57,12 @@ async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> T
         elif param.get("required", False):
             raise ToolBuildError(f"tool/{key} does not set {name!r}, which tool service "
                                  f"{service_id!r} requires (config-params)")
-    client = await context.clients.tool_service(descriptor["request-queue"],
-                                                descriptor["response-queue"])
+    queues = (descriptor["request-queue"], descriptor["response-queue"])
+    await context.clients.tool_service(*queues)  # subscribed now, not at the first call
+
+    def client() -> Awaitable[ToolServiceClient]:
+        return context.clients.tool_service(*queues)
+
     registry = context.services.get("registry")
     queue = descriptor["request-queue"]
     return ToolServiceTool(ToolInfo.from_config(key, config), client, values,
