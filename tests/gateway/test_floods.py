@@ -329,7 +329,10 @@ async def test_slowloris_is_cut_off_and_capped_while_the_server_serves(tmp_path:
           f"(bound {mib(SLOWLORIS_GROWTH_BOUND)})")
     assert len(cut) + len(refused) == SLOW_CLIENTS
     assert SLOW_FIRST <= len(cut) <= MAX_CONNECTIONS
-    assert all(IDLE_TIMEOUT * 0.9 <= t < IDLE_TIMEOUT + SLACK for t in cut)
+    # the lower bound has room: a client's clock starts when its coroutine resumes after the
+    # connect, which on a loaded machine (the suite runs in two processes) is a few hundred
+    # ms after the server accepted it and started its idle timer
+    assert all(IDLE_TIMEOUT * 0.7 <= t < IDLE_TIMEOUT + SLACK for t in cut)
     assert max(refused) < REFUSAL_BOUND
     assert all(b'"server-busy"' in got for _, got in results if got.startswith(b"HTTP/1.1 503"))
     assert served_meanwhile < HEALTH_BOUND and after_cut < HEALTH_BOUND
