@@ -26,21 +26,18 @@ items only, while this shows what the agent offers from both.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from toolmesh.agent.status import ToolStatus
+from toolmesh.agent.status_service import read_your_writes
 from toolmesh.agent.toolset import ToolSet, parse_snapshot
 from toolmesh.bus.base import Bus
 from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.workspaces import request_workspace
-from toolmesh.errors import RequestError
 from toolmesh.registry.registry import Registry, ServiceRecord
 from toolmesh.rpc.service import Reply, Service
-
-log = logging.getLogger("toolmesh.agent")
 
 AGENT_SERVICES_REQUEST_QUEUE = "request:tg:agent-services:default"
 AGENT_SERVICES_RESPONSE_QUEUE = "response:tg:agent-services:default"
@@ -73,15 +70,8 @@ class AgentServicesService(Service):
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
-        await self._load(workspace)
-        seen = request.get("version")
-        if (self._reload is not None and isinstance(seen, int) and not isinstance(seen, bool)
-                and seen > self._toolset(workspace).version):
-            try:
-                await self._reload(workspace)
-            except RequestError as e:  # answer from what the agent has; "version" says which
-                log.warning("could not load config version %d of workspace %r for a services "
-                            "request: %s", seen, workspace, e.message)
+        await read_your_writes(request, workspace, toolset=self._toolset, load=self._load,
+                               reload=self._reload)
         await reply(listing(workspace, self._toolset(workspace), self._snapshot(workspace),
                             self.registry))
 

@@ -66,15 +66,8 @@ class AgentToolsService(Service):
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
-        await self._load(workspace)
-        seen = request.get("version")
-        if (isinstance(seen, int) and not isinstance(seen, bool)
-                and seen > self._toolset(workspace).version):
-            try:
-                await self._reload(workspace)
-            except RequestError as e:  # answer from what the agent has; "version" says which
-                log.warning("could not load config version %d of workspace %r for a status "
-                            "request: %s", seen, workspace, e.message)
+        await read_your_writes(request, workspace, toolset=self._toolset, load=self._load,
+                               reload=self._reload)
         toolset = self._toolset(workspace)
         await self._refresh(toolset)
         await reply({"workspace": workspace, "version": toolset.version,
@@ -90,6 +83,24 @@ class AgentToolsService(Service):
         for task in pending:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+
+
+async def read_your_writes(request: dict[str, Any], workspace: str, *,
+                           toolset: Callable[[str], ToolSet],
+                           load: Callable[[str], Awaitable[None]],
+                           reload: Callable[[str], Awaitable[None]] | None) -> None:
+    """Load ``workspace`` for a status request, and reload it when the request's
+    ``version`` (the config version its caller last saw) is newer than the tool set's: the
+    push that would tell the agent may still be on its way."""
+    await load(workspace)
+    seen = request.get("version")
+    if (reload is not None and isinstance(seen, int) and not isinstance(seen, bool)
+            and seen > toolset(workspace).version):
+        try:
+            await reload(workspace)
+        except RequestError as e:  # answer from what the agent has; "version" says which
+            log.warning("could not load config version %d of workspace %r for a status "
+                        "request: %s", seen, workspace, e.message)
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -14,8 +14,9 @@ import sys
 import time
 from typing import Any
 
-from toolmesh.cli.config_cmd import add_gateway_flags, config_request
-from toolmesh.cli.http import CliError, GatewayClient
+from toolmesh.cli.agent_status import agent_answer, config_version
+from toolmesh.cli.config_cmd import add_gateway_flags
+from toolmesh.cli.http import CliError
 from toolmesh.cli.output import Cell, print_json, print_table
 
 SERVICE = "agent-services"
@@ -44,20 +45,8 @@ def add_parser(commands: Any) -> None:
     p.set_defaults(run=run, sync=True)
 
 
-def listing(args: argparse.Namespace, flow: str, *, version: int | None) -> dict[str, Any]:
-    """The agent's ``agent-services`` answer for ``flow`` (raises :class:`CliError`), from
-    config ``version`` or later (the agent loads it if its tools are older)."""
-    client = GatewayClient(args.url, token=args.token)
-    body: dict[str, Any] = {"workspace": args.workspace}
-    if version is not None:
-        body["version"] = version
-    return client.post(f"api/v1/flow/{flow}/service/{SERVICE}", body)
-
-
 def run(args: argparse.Namespace) -> int:
-    # the config's version first: a put just made is then in the answer (read your writes)
-    version = config_request(args, {"operation": "list", "type": "tool-service"}).get("version")
-    answer = listing(args, args.flow, version=version if isinstance(version, int) else None)
+    answer = agent_answer(args, args.flow, SERVICE, version=config_version(args, "tool-service"))
     services = answer.get("services")
     if not isinstance(services, list):
         raise CliError(f"the agent answered without a service list: {json.dumps(answer)[:200]}")

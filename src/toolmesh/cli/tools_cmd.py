@@ -12,8 +12,9 @@ import json
 import sys
 from typing import Any
 
-from toolmesh.cli.config_cmd import add_gateway_flags, config_request
-from toolmesh.cli.http import CliError, GatewayClient
+from toolmesh.cli.agent_status import agent_answer, config_version
+from toolmesh.cli.config_cmd import add_gateway_flags
+from toolmesh.cli.http import CliError
 from toolmesh.cli.output import Cell, print_json, print_table, status_cell
 
 SERVICE = "agent-tools"
@@ -36,11 +37,7 @@ def statuses(args: argparse.Namespace, flow: str, *, version: int | None,
     """The agent's ``agent-tools`` answer for ``flow`` (raises :class:`CliError`), from
     config ``version`` or later (the agent loads it if its tools are older); ``timeout``:
     seconds to wait (default: the gateway's deadline for the route)."""
-    client = GatewayClient(args.url, token=args.token, timeout=timeout)
-    body: dict[str, Any] = {"workspace": args.workspace}
-    if version is not None:
-        body["version"] = version
-    return client.post(f"api/v1/flow/{flow}/service/{SERVICE}", body)
+    return agent_answer(args, flow, SERVICE, version=version, timeout=timeout)
 
 
 def status_text(tool: dict[str, Any]) -> str:
@@ -57,9 +54,7 @@ def source(tool: dict[str, Any]) -> Cell:
 
 
 def run(args: argparse.Namespace) -> int:
-    # the config's version first: a put just made is then in the answer (read your writes)
-    version = config_request(args, {"operation": "list", "type": "tool"}).get("version")
-    answer = statuses(args, args.flow, version=version if isinstance(version, int) else None)
+    answer = statuses(args, args.flow, version=config_version(args, "tool"))
     tools = answer.get("tools")
     if not isinstance(tools, list):
         raise CliError(f"the agent answered without a tool list: {json.dumps(answer)[:200]}")

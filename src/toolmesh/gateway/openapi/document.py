@@ -11,6 +11,7 @@ from typing import Any
 
 from toolmesh import __version__
 from toolmesh.gateway.openapi.schemas import Schema, all_schemas, ref
+from toolmesh.gateway.openapi.status_schemas import status_schemas
 
 JSON = "application/json"
 
@@ -248,7 +249,7 @@ def _paths() -> dict[str, Any]:
 
 def _components() -> dict[str, Any]:
     return {
-        "schemas": all_schemas(),
+        "schemas": {**all_schemas(), **status_schemas()},
         "responses": _error_responses(),
         "parameters": {
             "Flow": {"name": "flow", "in": "path", "required": True,

@@ -21,18 +21,18 @@ def ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _text(description: str, **extra: Any) -> Schema:
+def text(description: str, **extra: Any) -> Schema:
     return {"type": "string", "description": description, **extra}
 
 
 #: a field TrustGraph sends as JSON text and toolmesh's own callers as the object itself
-def _object_or_json_text(description: str) -> Schema:
+def _object_or_jsontext(description: str) -> Schema:
     return {"description": description,
             "oneOf": [{"type": "object"}, {"type": "string", "description": "the JSON text "
                                                                              "of an object"}]}
 
 
-_WORKSPACE = _text("the workspace to act in; overrides the X-Workspace header "
+WORKSPACE = text("the workspace to act in; overrides the X-Workspace header "
                    "(default: `default`)")
 
 
@@ -73,24 +73,24 @@ def health_schemas() -> dict[str, Schema]:
 
 def config_schemas() -> dict[str, Schema]:
     key = {"type": "object", "required": ["type", "key"],
-           "properties": {"type": _text("the config type, e.g. `tool`, `tool-service`, `mcp`",
+           "properties": {"type": text("the config type, e.g. `tool`, `tool-service`, `mcp`",
                                         minLength=1),
-                          "key": _text("the item's key within its type", minLength=1)}}
+                          "key": text("the item's key within its type", minLength=1)}}
     value = {"type": "object", "required": ["type", "key", "value"],
              "properties": {**key["properties"],
-                            "value": _text("the item's value: JSON text by convention")}}
+                            "value": text("the item's value: JSON text by convention")}}
     got = {"type": "object", "required": ["type", "key", "value"],
            "properties": {**key["properties"],
                           "value": {"type": ["string", "null"],
                                     "description": "the value (secrets shown as `***`); null "
                                                    "for a key that is not stored"},
-                          "workspace": _text("getvalues-all-ws: the item's workspace")}}
+                          "workspace": text("getvalues-all-ws: the item's workspace")}}
     operations = {
         "get": ({"keys": {"type": "array", "items": ref("ConfigKey")}}, ["keys"],
                 "the values of `keys` (a missing key: value null)"),
-        "list": ({"type": _text("a config type", minLength=1)}, ["type"],
+        "list": ({"type": text("a config type", minLength=1)}, ["type"],
                  "the keys of `type`, in `directory`"),
-        "getvalues": ({"type": _text("a config type", minLength=1)}, ["type"],
+        "getvalues": ({"type": text("a config type", minLength=1)}, ["type"],
                       "every item of `type`, in `values`"),
         "config": ({}, [], "the whole workspace, in `config`"),
         "put": ({"values": {"type": "array", "minItems": 1, "items": ref("ConfigValue")}},
@@ -99,12 +99,12 @@ def config_schemas() -> dict[str, Schema]:
                             " a secret sent back as `***` keeps the stored one)"),
         "delete": ({"keys": {"type": "array", "minItems": 1, "items": ref("ConfigKey")}},
                    ["keys"], "delete `keys`"),
-        "getvalues-all-ws": ({"type": _text("a config type", minLength=1)}, ["type"],
+        "getvalues-all-ws": ({"type": text("a config type", minLength=1)}, ["type"],
                              "every item of `type` in every workspace, in `values`, each "
                              "with its `workspace` (the request's workspace plays no part; "
                              "it reads every tenant's items: an admin's operation)"),
-        "history": ({"type": _text("only changes of this config type"),
-                     "key": _text("only changes of this key"),
+        "history": ({"type": text("only changes of this config type"),
+                     "key": text("only changes of this key"),
                      "limit": {"type": "integer", "minimum": 1, "maximum": 1000,
                                "default": 20, "description": "how many entries, at most"},
                      "all-workspaces": {"type": "boolean", "default": False,
@@ -123,14 +123,14 @@ def config_schemas() -> dict[str, Schema]:
             "type": "object", "additionalProperties": False,
             "required": ["at", "actor", "workspace", "operation", "type", "key", "version"],
             "properties": {
-                "at": _text("when: ISO 8601, UTC, milliseconds "
+                "at": text("when: ISO 8601, UTC, milliseconds "
                             "(`2025-01-31T12:00:00.123Z`)"),
-                "actor": _text("who: a token id, `admin` (the gateway's own token), `local` "
+                "actor": text("who: a token id, `admin` (the gateway's own token), `local` "
                                "(no token set) or `bus` (a process on the bus)"),
                 "workspace": {"type": "string"},
                 "operation": {"enum": ["put", "delete", "token-create", "token-revoke"]},
-                "type": _text("the config type (`token` for token changes)"),
-                "key": _text("the key (the token's id for token changes)"),
+                "type": text("the config type (`token` for token changes)"),
+                "key": text("the key (the token's id for token changes)"),
                 "version": {"type": ["integer", "null"],
                             "description": "the config version the change made (null for "
                                            "token changes)"}}},
@@ -142,7 +142,7 @@ def config_schemas() -> dict[str, Schema]:
                            "says.",
             "oneOf": [{"title": op, "description": what, "type": "object",
                        "required": ["operation", *required],
-                       "properties": {"operation": {"const": op}, "workspace": _WORKSPACE,
+                       "properties": {"operation": {"const": op}, "workspace": WORKSPACE,
                                       **fields}}
                       for op, (fields, required, what) in operations.items()],
         },
@@ -181,9 +181,9 @@ _SCOPE = {
 def token_schemas() -> dict[str, Schema]:
     described = {"type": "object", "additionalProperties": False,
                  "required": ["id", "name", "workspaces", "capabilities", "created"],
-                 "properties": {"id": _text("the token's id (its `tmk_<id>_` prefix)"),
-                                "name": _text("its name (may be empty)"), **_SCOPE,
-                                "created": _text("when it was created: ISO 8601, UTC")}}
+                 "properties": {"id": text("the token's id (its `tmk_<id>_` prefix)"),
+                                "name": text("its name (may be empty)"), **_SCOPE,
+                                "created": text("when it was created: ISO 8601, UTC")}}
     return {
         "ScopedToken": described,
         "TokenRequest": {
@@ -204,12 +204,12 @@ def token_schemas() -> dict[str, Schema]:
                                       "oneOf": [{"type": "string"},
                                                 {"type": "array",
                                                  "items": {"type": "string"}}]},
-                     "name": _text("a name to know it by")}},
+                     "name": text("a name to know it by")}},
                 {"title": "list", "type": "object", "required": ["operation"],
                  "properties": {"operation": {"const": "list"}}},
                 {"title": "revoke", "type": "object", "required": ["operation", "id"],
                  "properties": {"operation": {"const": "revoke"},
-                                "id": _text("the token's id (`list` shows them)",
+                                "id": text("the token's id (`list` shows them)",
                                             minLength=1)}}]},
         "TokenResponse": {
             "description": "create → `token` and `plaintext` (the token itself, shown this "
@@ -223,10 +223,10 @@ def token_schemas() -> dict[str, Schema]:
             "properties": {
                 "version": {"type": "integer", "description": "the config version"},
                 "token": ref("ScopedToken"),
-                "plaintext": _text("create: the token (`tmk_...`); it is not stored and "
+                "plaintext": text("create: the token (`tmk_...`); it is not stored and "
                                    "cannot be shown again"),
                 "tokens": {"type": "array", "items": ref("ScopedToken")},
-                "revoked": _text("revoke: the id of the revoked token"),
+                "revoked": text("revoke: the id of the revoked token"),
                 "error": ref("ServiceError")}},
     }
 
@@ -259,7 +259,7 @@ def iam_schemas() -> dict[str, Schema]:
                          "properties": {
                              "id": {"type": "string"}, "username": {"type": "string"},
                              "name": {"type": "string"}, "email": {"type": "string"},
-                             "workspace": _text("its default workspace"),
+                             "workspace": text("its default workspace"),
                              "roles": {"type": "array", "items": {"type": "string"}},
                              "enabled": {"type": "boolean"},
                              "must_change_password": {"type": "boolean"},
@@ -277,17 +277,17 @@ def flow_schemas() -> dict[str, Schema]:
             "description": "TrustGraph's flow service (global).",
             "oneOf": [
                 {"title": "list-flows", "type": "object", "required": ["operation"],
-                 "properties": {"operation": {"const": "list-flows"}, "workspace": _WORKSPACE}},
+                 "properties": {"operation": {"const": "list-flows"}, "workspace": WORKSPACE}},
                 {"title": "get-flow", "type": "object", "required": ["operation", "flow-id"],
-                 "properties": {"operation": {"const": "get-flow"}, "workspace": _WORKSPACE,
-                                "flow-id": _text("the flow's id", minLength=1)}}],
+                 "properties": {"operation": {"const": "get-flow"}, "workspace": WORKSPACE,
+                                "flow-id": text("the flow's id", minLength=1)}}],
         },
         "FlowResponse": {
             "type": "object",
             "properties": {
                 "flow-ids": {"type": "array", "items": {"type": "string"},
                              "description": "list-flows: the flows' ids"},
-                "flow": _text("get-flow: the JSON text of the flow's definition: the fields of "
+                "flow": text("get-flow: the JSON text of the flow's definition: the fields of "
                               "its config item, `class-name` and `interfaces` (each per-flow "
                               "service's request and response queues)"),
                 "error": ref("ServiceError")}},
@@ -302,16 +302,16 @@ def agent_schemas() -> dict[str, Schema]:
         "AgentRequest": {
             "type": "object", "required": ["question"],
             "properties": {
-                "question": _text("what to ask the agent", minLength=1),
-                "state": _text("the dialog's state: only tools applicable in it are offered"),
+                "question": text("what to ask the agent", minLength=1),
+                "state": text("the dialog's state: only tools applicable in it are offered"),
                 "group": {"description": "tool groups to offer (default: every tool)",
                           "oneOf": [{"type": "string"},
                                     {"type": "array", "items": {"type": "string"}}]},
                 "history": {"type": "array", "items": step},
-                "user": _text("the user the tools run for (default `trustgraph`)"),
+                "user": text("the user the tools run for (default `trustgraph`)"),
                 "streaming": {"type": "boolean", "description": "REST answers one body "
                               "whatever this says; over the WebSocket, true streams chunks"},
-                "workspace": _WORKSPACE}},
+                "workspace": WORKSPACE}},
         "AgentMessage": {
             "description": "One agent message; over REST, the dialog's last one "
                            "(`end_of_dialog: true`). A failed dialog ends with "
@@ -329,9 +329,9 @@ def agent_schemas() -> dict[str, Schema]:
                 "end_of_message": {"type": "boolean"},
                 "end_of_dialog": {"type": "boolean"},
                 "message_id": {"type": "string"},
-                "answer": _text("the whole answer, on the final answer message (for older "
+                "answer": text("the whole answer, on the final answer message (for older "
                                 "clients)"),
-                "tool": _text("on `tool-call` messages: the tool called"),
+                "tool": text("on `tool-call` messages: the tool called"),
                 "arguments": {"type": "object",
                               "description": "on `tool-call` messages: the arguments it is "
                                              "called with"},
@@ -353,7 +353,7 @@ def _usage(where: str) -> dict[str, Schema]:
                          "description": f"tokens the LLM read ({where})"},
             "out_token": {"type": "integer", "minimum": 0,
                           "description": f"tokens the LLM wrote ({where})"},
-            "model": _text(f"the model that answered ({where})")}
+            "model": text(f"the model that answered ({where})")}
 
 
 def prompt_schemas() -> dict[str, Schema]:
@@ -363,7 +363,7 @@ def prompt_schemas() -> dict[str, Schema]:
                            "service).",
             "type": "object", "required": ["id"],
             "properties": {
-                "id": _text("the template's id: one `tg-show-prompts` lists (e.g. "
+                "id": text("the template's id: one `tg-show-prompts` lists (e.g. "
                             "`question`)", minLength=1),
                 "variables": {"type": "object", "description": "the template's variables, "
                               "their values as they are (what TrustGraph's clients send); "
@@ -375,7 +375,7 @@ def prompt_schemas() -> dict[str, Schema]:
                               "description": "over the WebSocket, true streams the text in "
                                              "pieces (a `json` template answers in one); "
                                              "REST joins them into one body"},
-                "workspace": _WORKSPACE}},
+                "workspace": WORKSPACE}},
         "PromptResponse": {
             "description": "`text` (a `text` template) or `object` (the JSON text a `json` "
                            "template's answer holds), or `error` (`prompt-error`: an unknown "
@@ -385,7 +385,7 @@ def prompt_schemas() -> dict[str, Schema]:
             "type": "object",
             "properties": {
                 "text": {"type": "string"},
-                "object": _text("the JSON text of a `json` template's answer"),
+                "object": text("the JSON text of a `json` template's answer"),
                 "end_of_stream": {"type": "boolean"},
                 **_usage("when the LLM reported it"),
                 "error": ref("ServiceError")}},
@@ -398,12 +398,12 @@ def text_completion_schemas() -> dict[str, Schema]:
             "description": "One completion by the LLM (TrustGraph's text-completion service).",
             "type": "object", "required": ["prompt"],
             "properties": {
-                "system": _text("the system prompt (default none)"),
-                "prompt": _text("what to complete"),
+                "system": text("the system prompt (default none)"),
+                "prompt": text("what to complete"),
                 "streaming": {"type": "boolean", "default": False,
                               "description": "over the WebSocket, true streams the answer in "
                                              "pieces; REST joins them into one body"},
-                "workspace": _WORKSPACE}},
+                "workspace": WORKSPACE}},
         "TextCompletionResponse": {
             "description": "The answer in `response`, or `error` (`llm-error`: the LLM could "
                            "not answer; `malformed-request`). Streamed, every piece has "
@@ -423,8 +423,8 @@ def mcp_tool_schemas() -> dict[str, Schema]:
         "McpToolRequest": {
             "type": "object", "required": ["name"],
             "properties": {
-                "name": _text("the id of an `mcp` config item", minLength=1),
-                "parameters": _object_or_json_text("the tool's arguments"),
+                "name": text("the id of an `mcp` config item", minLength=1),
+                "parameters": _object_or_jsontext("the tool's arguments"),
                 "operation": {"enum": ["invoke", "call", "describe"], "default": "invoke",
                               "description": "`describe` answers `object` = the JSON text of "
                                              "the remote tool's name, description and "
@@ -440,14 +440,14 @@ def mcp_tool_schemas() -> dict[str, Schema]:
                              "description": "send each progress report as a response "
                                           "(`end_of_stream: false`) before the final one "
                                           "(WebSocket; a REST call returns the final one)"},
-                "workspace": _WORKSPACE}},
+                "workspace": WORKSPACE}},
         "McpToolResponse": {
             "description": "`text` and/or `object`, or `error` (a tool that ran and failed: "
                            "type `tool-error`).",
             "type": "object",
             "properties": {
                 "text": {"type": "string"},
-                "object": _text("the JSON text of the tool's structured content"),
+                "object": text("the JSON text of the tool's structured content"),
                 "progress": {"type": "object",
                              "description": "a progress report (only with `progress: true`)",
                              "properties": {"progress": {"type": "number"},
@@ -465,133 +465,22 @@ def tool_service_schemas() -> dict[str, Schema]:
         "ToolServiceRequest": {
             "type": "object", "required": ["id"],
             "properties": {
-                "id": _text("the key of a `tool-service` config item", minLength=1),
-                "config": _object_or_json_text("the tool's config (its config-params)"),
-                "arguments": _object_or_json_text("the call's arguments"),
-                "user": _text("the user the call runs for (default `trustgraph`)"),
+                "id": text("the key of a `tool-service` config item", minLength=1),
+                "config": _object_or_jsontext("the tool's config (its config-params)"),
+                "arguments": _object_or_jsontext("the call's arguments"),
+                "user": text("the user the call runs for (default `trustgraph`)"),
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
                             "description": "seconds to wait for the service (default 60; at "
                                            "most the route's deadline, 130 s by default)"},
                 "streaming": {"type": "boolean",
                               "description": "REST joins the pieces into one body"},
-                "workspace": _WORKSPACE}},
+                "workspace": WORKSPACE}},
         "ToolServiceResponse": {
             "type": "object", "required": ["end_of_stream"],
             "properties": {
-                "response": _text("the observation text"),
+                "response": text("the observation text"),
                 "end_of_stream": {"type": "boolean"},
                 "error": ref("ServiceError")}},
-    }
-
-
-def agent_tools_schemas() -> dict[str, Schema]:
-    return {
-        "AgentToolsRequest": {
-            "type": "object", "properties": {
-                "workspace": _WORKSPACE,
-                "version": {"type": "integer",
-                            "description": "the config version the caller last saw (from a "
-                                           "config answer): an agent with older tools loads "
-                                           "the config first, so a put shows at once"}}},
-        "AgentToolsResponse": {
-            "description": "The agent's tool items by key, each offered to the LLM or not and "
-                           "why; or `error` (`bad-request`: the agent serves another "
-                           "workspace).",
-            "type": "object",
-            "properties": {
-                "workspace": _text("the workspace the agent serves"),
-                "version": {"type": "integer", "description": "the config version the tools "
-                                                              "were built from"},
-                "tools": {"type": "array", "items": ref("ToolStatus")},
-                "error": ref("ServiceError")}},
-        "ToolStatus": {
-            "type": "object", "required": ["key", "status"],
-            "properties": {
-                "key": _text("the key of the `tool` config item"),
-                "name": {"type": ["string", "null"], "description": "the name the LLM "
-                                                                    "calls it by"},
-                "type": {"type": ["string", "null"], "description": "the item's `type`"},
-                "status": {"enum": ["available", "not-offered"]},
-                "reason": _text("why it is not offered: its `mcp` or `tool-service` item is "
-                                "missing, its MCP server lacks the remote tool or does not "
-                                "answer, its type is not available here, its name is taken, "
-                                "it is disabled (`\"enabled\": false`)"),
-                "source": {"enum": ["configured", "announced"],
-                           "description": "a `tool` config item, or a tool a running tool "
-                                          "service announces (docs/announcements.md)"},
-                "service": _text("the id of the tool service that announced it (announced "
-                                 "tools only)")}},
-    }
-
-
-def agent_services_schemas() -> dict[str, Schema]:
-    when = {"type": ["string", "null"], "format": "date-time",
-            "description": "ISO 8601 UTC (`2025-01-31T12:00:00.123Z`)"}
-    return {
-        "AgentServicesRequest": {
-            "type": "object", "properties": {
-                "workspace": _WORKSPACE,
-                "version": {"type": "integer",
-                            "description": "the config version the caller last saw (from a "
-                                           "config answer): an agent with older tools loads "
-                                           "the config first, so a put shows at once"}}},
-        "AgentServicesResponse": {
-            "description": "Every tool service of the workspace, configured or announced, by "
-                           "id; or `error`.",
-            "type": "object",
-            "properties": {
-                "workspace": _text("the workspace listed"),
-                "version": {"type": "integer", "description": "the config version the "
-                                                              "agent's tools were built from"},
-                "accepts-announcements": {
-                    "type": "boolean",
-                    "description": "whether the agent offers announced tools in this "
-                                   "workspace (false: it runs with --no-announcements, or "
-                                   "the workspace's settings item refuses them)"},
-                "services": {"type": "array", "items": ref("ToolServiceListing")},
-                "error": ref("ServiceError")}},
-        "ToolServiceListing": {
-            "type": "object",
-            "required": ["id", "configured", "announced", "enabled", "live", "instances",
-                         "tools"],
-            "properties": {
-                "id": _text("the service id (the `tool-service` item's key)"),
-                "configured": {"type": "boolean",
-                               "description": "a `tool-service` config item of this key "
-                                              "exists"},
-                "announced": {"type": "boolean",
-                              "description": "instances of it announced themselves (live "
-                                             "or gone since)"},
-                "enabled": {"type": "boolean",
-                            "description": "false when its config item says `\"enabled\": "
-                                           "false`"},
-                "request-queue": {"type": ["string", "null"],
-                                  "description": "the queue its tools are called on (the "
-                                                 "config item's, else the announced one)"},
-                "live": {"type": ["integer", "null"], "minimum": 0,
-                         "description": "live announced instances; null: none ever "
-                                        "announced it (it may have instances that do not)"},
-                "instances": {"type": "array", "items": {
-                    "type": "object", "required": ["instance", "last-heartbeat", "ttl"],
-                    "properties": {
-                        "instance": _text("the instance id"),
-                        "host": {"type": ["string", "null"]},
-                        "pid": {"type": ["integer", "null"]},
-                        "started": when,
-                        "last-heartbeat": when,
-                        "ttl": {"type": "number", "description": "seconds it counts as "
-                                                                 "live after a heartbeat"}}}},
-                "last-seen": when,
-                "tools": {"type": "array", "items": {
-                    "type": "object", "required": ["key", "source", "status"],
-                    "properties": {
-                        "key": _text("the tool's key"),
-                        "name": {"type": ["string", "null"],
-                                 "description": "the name the LLM calls it by"},
-                        "source": {"enum": ["configured", "announced"]},
-                        "status": {"enum": ["offered", "overridden", "no-live-instance",
-                                            "not-offered"]},
-                        "reason": _text("why it is not offered, or what overrides it")}}}}},
     }
 
 
@@ -614,11 +503,11 @@ def socket_schemas() -> dict[str, Schema]:
             "type": "object", "required": ["id", "service", "request"],
             "properties": {
                 "id": request_id,
-                "service": _text("a service name: config, flow, token, iam, agent, mcp-tool, "
+                "service": text("a service name: config, flow, token, iam, agent, mcp-tool, "
                                  "tool-service, agent-tools, agent-services, prompt, "
                                  "text-completion"),
-                "flow": _text("the flow of a per-flow service (default `default`)"),
-                "workspace": _text("the workspace (default `default`)"),
+                "flow": text("the flow of a per-flow service (default `default`)"),
+                "workspace": text("the workspace (default `default`)"),
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
                             "description": "seconds, as X-Timeout on REST"},
                 "request": {"type": "object", "description": "the body the REST route of the "
@@ -639,8 +528,9 @@ def socket_schemas() -> dict[str, Schema]:
 
 
 def all_schemas() -> dict[str, Schema]:
+    """Every route's schemas but the agent's status services (:mod:`.status_schemas`)."""
     return {**error_schemas(), **health_schemas(), **config_schemas(), **token_schemas(),
             **iam_schemas(), **flow_schemas(),
             **agent_schemas(), **prompt_schemas(), **text_completion_schemas(),
             **mcp_tool_schemas(), **tool_service_schemas(),
-            **agent_tools_schemas(), **agent_services_schemas(), **socket_schemas()}
+            **socket_schemas()}

@@ -1,0 +1,122 @@
+"""The bodies of the agent's status services, ``agent-tools`` and ``agent-services``, as
+JSON Schema (OpenAPI 3.1): what the agent offers, and which tool services are alive
+(:mod:`.schemas` has the other routes')."""
+
+from __future__ import annotations
+
+from toolmesh.gateway.openapi.schemas import WORKSPACE, Schema, ref, text
+
+
+def status_schemas() -> dict[str, Schema]:
+    return {**agent_tools_schemas(), **agent_services_schemas()}
+
+
+def agent_tools_schemas() -> dict[str, Schema]:
+    return {
+        "AgentToolsRequest": {
+            "type": "object", "properties": {
+                "workspace": WORKSPACE,
+                "version": {"type": "integer",
+                            "description": "the config version the caller last saw (from a "
+                                           "config answer): an agent with older tools loads "
+                                           "the config first, so a put shows at once"}}},
+        "AgentToolsResponse": {
+            "description": "The agent's tool items by key, each offered to the LLM or not and "
+                           "why; or `error` (`bad-request`: the agent serves another "
+                           "workspace).",
+            "type": "object",
+            "properties": {
+                "workspace": text("the workspace the agent serves"),
+                "version": {"type": "integer", "description": "the config version the tools "
+                                                              "were built from"},
+                "tools": {"type": "array", "items": ref("ToolStatus")},
+                "error": ref("ServiceError")}},
+        "ToolStatus": {
+            "type": "object", "required": ["key", "status"],
+            "properties": {
+                "key": text("the key of the `tool` config item"),
+                "name": {"type": ["string", "null"], "description": "the name the LLM "
+                                                                    "calls it by"},
+                "type": {"type": ["string", "null"], "description": "the item's `type`"},
+                "status": {"enum": ["available", "not-offered"]},
+                "reason": text("why it is not offered: its `mcp` or `tool-service` item is "
+                                "missing, its MCP server lacks the remote tool or does not "
+                                "answer, its type is not available here, its name is taken, "
+                                "it is disabled (`\"enabled\": false`)"),
+                "source": {"enum": ["configured", "announced"],
+                           "description": "a `tool` config item, or a tool a running tool "
+                                          "service announces (docs/announcements.md)"},
+                "service": text("the id of the tool service that announced it (announced "
+                                 "tools only)")}},
+    }
+
+
+def agent_services_schemas() -> dict[str, Schema]:
+    when = {"type": ["string", "null"], "format": "date-time",
+            "description": "ISO 8601 UTC (`2025-01-31T12:00:00.123Z`)"}
+    return {
+        "AgentServicesRequest": {
+            "type": "object", "properties": {
+                "workspace": WORKSPACE,
+                "version": {"type": "integer",
+                            "description": "the config version the caller last saw (from a "
+                                           "config answer): an agent with older tools loads "
+                                           "the config first, so a put shows at once"}}},
+        "AgentServicesResponse": {
+            "description": "Every tool service of the workspace, configured or announced, by "
+                           "id; or `error`.",
+            "type": "object",
+            "properties": {
+                "workspace": text("the workspace listed"),
+                "version": {"type": "integer", "description": "the config version the "
+                                                              "agent's tools were built from"},
+                "accepts-announcements": {
+                    "type": "boolean",
+                    "description": "whether the agent offers announced tools in this "
+                                   "workspace (false: it runs with --no-announcements, or "
+                                   "the workspace's settings item refuses them)"},
+                "services": {"type": "array", "items": ref("ToolServiceListing")},
+                "error": ref("ServiceError")}},
+        "ToolServiceListing": {
+            "type": "object",
+            "required": ["id", "configured", "announced", "enabled", "live", "instances",
+                         "tools"],
+            "properties": {
+                "id": text("the service id (the `tool-service` item's key)"),
+                "configured": {"type": "boolean",
+                               "description": "a `tool-service` config item of this key "
+                                              "exists"},
+                "announced": {"type": "boolean",
+                              "description": "instances of it announced themselves (live "
+                                             "or gone since)"},
+                "enabled": {"type": "boolean",
+                            "description": "false when its config item says `\"enabled\": "
+                                           "false`"},
+                "request-queue": {"type": ["string", "null"],
+                                  "description": "the queue its tools are called on (the "
+                                                 "config item's, else the announced one)"},
+                "live": {"type": ["integer", "null"], "minimum": 0,
+                         "description": "live announced instances; null: none ever "
+                                        "announced it (it may have instances that do not)"},
+                "instances": {"type": "array", "items": {
+                    "type": "object", "required": ["instance", "last-heartbeat", "ttl"],
+                    "properties": {
+                        "instance": text("the instance id"),
+                        "host": {"type": ["string", "null"]},
+                        "pid": {"type": ["integer", "null"]},
+                        "started": when,
+                        "last-heartbeat": when,
+                        "ttl": {"type": "number", "description": "seconds it counts as "
+                                                                 "live after a heartbeat"}}}},
+                "last-seen": when,
+                "tools": {"type": "array", "items": {
+                    "type": "object", "required": ["key", "source", "status"],
+                    "properties": {
+                        "key": text("the tool's key"),
+                        "name": {"type": ["string", "null"],
+                                 "description": "the name the LLM calls it by"},
+                        "source": {"enum": ["configured", "announced"]},
+                        "status": {"enum": ["offered", "overridden", "no-live-instance",
+                                            "not-offered"]},
+                        "reason": text("why it is not offered, or what overrides it")}}}}},
+    }
