@@ -84,11 +84,17 @@ class Redactor(logging.Filter):
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Log to stderr, one line per record, through a :class:`Redactor`."""
+    """Log to stderr, one line per record, through a :class:`Redactor`; with tracing on, a
+    line written within a span ends with its trace id (:class:`~toolmesh.telemetry.tracing.
+    TraceIds`)."""
+    from toolmesh.telemetry.tracing import TraceIds
+
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, Redactor) for f in handler.filters):
             handler.addFilter(Redactor())
+        if not any(isinstance(f, TraceIds) for f in handler.filters):
+            handler.addFilter(TraceIds())  # after the redactor: the id is no secret
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,11 +21,13 @@ from toolmesh.agent.observation import DEFAULT_MAX_OBSERVATION, cut
 from toolmesh.agent.parser import Action, FinalAnswer, ParseFailure, Reply, parse_reply
 from toolmesh.agent.progress import ProgressRelay
 from toolmesh.agent.streaming import StreamingParser
+from toolmesh.agent.tally import DialogTally
 from toolmesh.agent.tools import Call, Tool, ToolError
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.errors import RequestError, RequestTimeout
 from toolmesh.llm.usage import metering
 from toolmesh.schema.agent import AgentRequest, Step, message, new_message_id
+from toolmesh.telemetry import metrics, tracing
 
 log = logging.getLogger("toolmesh.agent")
 
@@ -78,52 +81,49 @@ class ReactLoop:
 
         The dialog's last message carries the tokens of every LLM answer in it, summed
         (``in_token``, ``out_token``; ``None`` where none was reported), and the last
-        ``model``, as TrustGraph's agent does (:mod:`toolmesh.llm.usage`).
+        ``model``, as TrustGraph's agent does (:mod:`toolmesh.llm.usage`); and the tool calls
+        it made, ``tool_calls`` and ``tool_time`` (:mod:`toolmesh.agent.tally`).
         """
-        with metering() as usage:
+        started = time.perf_counter()
+        tally = DialogTally()
+        last: dict[str, Any] | None = None
+        outcome = "cancelled"
+        metrics.dialog_started()
+        with tracing.span("agent dialog", attributes={
+                "toolmesh.workspace": workspace or "", "toolmesh.streaming": request.streaming,
+                }) as span, metering() as usage:
             async def emit_with_usage(out: dict[str, Any]) -> None:
-                await emit({**out, **usage.wire()} if out.get("end_of_dialog") else out)
+                nonlocal last
+                if out.get("end_of_dialog"):
+                    last = out
+                    out = {**out, **usage.wire(), **tally.wire()}
+                await emit(out)
 
-            await self._dialog(request, emit_with_usage, tools or self.tools, workspace)
+            try:
+                await self._dialog(request, emit_with_usage, tools or self.tools, workspace,
+                                   tally)
+                outcome = _outcome(last)
+            except Exception:
+                outcome = "agent-error"
+                raise
+            finally:
+                if outcome != "answer":
+                    tracing.failed(span, outcome)
+                metrics.dialog_finished(outcome=outcome, steps=tally.steps,
+                                        seconds=time.perf_counter() - started)
 
     async def _dialog(self, request: AgentRequest, emit: Emit,
-                      toolset: Callable[[], ToolSet], workspace: str | None) -> None:
+                      toolset: Callable[[], ToolSet], workspace: str | None,
+                      tally: DialogTally) -> None:
         history = list(request.history)
         state = request.state
-        for _ in range(self.options.max_iterations):
-            # The tool set is read at every step: config changes apply from the next step on.
-            offered = {t.name: t for t in toolset().offered(groups=request.groups, state=state)}
-            await asyncio.gather(*(t.prepare() for t in offered.values()))
-            # a tool that found it cannot work (its MCP server lacks it, say) is left out
-            offered = {n: t for n, t in offered.items() if t.unavailable is None}
-            variables = {"question": request.question, "context": "",
-                         "tools": [t.describe() for t in offered.values()],
-                         "history": [s.to_wire() for s in history]}
-            try:
-                reply = await self._think(variables, request.streaming, emit, workspace)
-            except RequestError as e:
-                await emit(message("error", f"the LLM could not be reached: {e.message}",
-                                   message_id=new_message_id(), end_of_dialog=True,
-                                   error={"type": e.type, "message": e.message}))
+        for number in range(1, self.options.max_iterations + 1):
+            tally.steps = number
+            with tracing.span(f"agent step {number}"):
+                step, state = await self._step(request, emit, toolset, workspace, history,
+                                               state, tally)
+            if step is None:
                 return
-            if isinstance(reply, FinalAnswer):
-                return
-            if isinstance(reply, ParseFailure):
-                step = Step(thought=reply.thought,
-                            observation=f"Error: your reply could not be parsed: {reply.problem}. "
-                                        + PROTOCOL_HINT)
-            else:
-                # before the call: its progress and its observation follow it
-                await emit(tool_call_message(reply.name, reply.arguments))
-                observation, ok = await self._act(reply, offered, request.user, emit)
-                # it goes into every later prompt of the dialog: a huge result must not
-                observation = cut(observation, limit=self.options.max_observation)
-                step = Step(thought=reply.thought, action=reply.name, arguments=reply.arguments,
-                            observation=observation)
-                tool = offered.get(reply.name)
-                if ok and tool is not None and tool.info.state:
-                    state = tool.info.state
-            await emit(message("observation", step.observation, message_id=new_message_id()))
             history.append(step)
         limit = self.options.max_iterations
         await emit(message("error", f"no final answer after {limit} steps", end_of_dialog=True,
@@ -131,6 +131,46 @@ class ReactLoop:
                            error={"type": "max-iterations",
                                   "message": f"the agent reached its limit of {limit} steps "
                                              "without a final answer"}))
+
+    async def _step(self, request: AgentRequest, emit: Emit, toolset: Callable[[], ToolSet],
+                    workspace: str | None, history: list[Step], state: str | None,
+                    tally: DialogTally) -> tuple[Step | None, str | None]:
+        """One step: ask the LLM, act on its reply. The step for the history and the state
+        after it; no step when the dialog ended (an answer, or the LLM unreachable)."""
+        # The tool set is read at every step: config changes apply from the next step on.
+        offered = {t.name: t for t in toolset().offered(groups=request.groups, state=state)}
+        await asyncio.gather(*(t.prepare() for t in offered.values()))
+        # a tool that found it cannot work (its MCP server lacks it, say) is left out
+        offered = {n: t for n, t in offered.items() if t.unavailable is None}
+        variables = {"question": request.question, "context": "",
+                     "tools": [t.describe() for t in offered.values()],
+                     "history": [s.to_wire() for s in history]}
+        try:
+            reply = await self._think(variables, request.streaming, emit, workspace)
+        except RequestError as e:
+            await emit(message("error", f"the LLM could not be reached: {e.message}",
+                               message_id=new_message_id(), end_of_dialog=True,
+                               error={"type": e.type, "message": e.message}))
+            return None, state
+        if isinstance(reply, FinalAnswer):
+            return None, state
+        if isinstance(reply, ParseFailure):
+            step = Step(thought=reply.thought,
+                        observation=f"Error: your reply could not be parsed: {reply.problem}. "
+                                    + PROTOCOL_HINT)
+        else:
+            # before the call: its progress and its observation follow it
+            await emit(tool_call_message(reply.name, reply.arguments))
+            observation, ok = await self._act(reply, offered, request.user, emit, tally)
+            # it goes into every later prompt of the dialog: a huge result must not
+            observation = cut(observation, limit=self.options.max_observation)
+            step = Step(thought=reply.thought, action=reply.name, arguments=reply.arguments,
+                        observation=observation)
+            tool = offered.get(reply.name)
+            if ok and tool is not None and tool.info.state:
+                state = tool.info.state
+        await emit(message("observation", step.observation, message_id=new_message_id()))
+        return step, state
 
     async def _think(self, variables: dict[str, Any], streaming: bool, emit: Emit,
                      workspace: str | None = None) -> Reply:
@@ -186,17 +226,38 @@ class ReactLoop:
         return reply
 
     async def _act(self, action: Action, offered: Mapping[str, Tool], user: str,
-                   emit: Emit) -> tuple[str, bool]:
+                   emit: Emit, tally: DialogTally) -> tuple[str, bool]:
         """The observation of one action, and whether the tool succeeded."""
         tool = offered.get(action.name)
         if tool is None:
+            # the name the LLM made up is no label: a model could invent one per call
+            metrics.tool_call(tool="", type="", outcome="unknown-tool", seconds=None)
             names = ", ".join(repr(n) for n in offered) or "none"
             return f"Error: there is no tool {action.name!r}. Available tools: {names}.", False
         arguments = action.arguments
+        kind = tool.info.type or "tool"
         problems = tool.check(arguments)
         if problems:
+            metrics.tool_call(tool=tool.name, type=kind, outcome="invalid-arguments",
+                              seconds=None)
             return (f"Error: invalid arguments for {tool.name!r}: " + "; ".join(problems)
                     + f". You passed: {json.dumps(arguments, ensure_ascii=False)}"), False
+        started = time.perf_counter()
+        with tracing.span(f"tool {tool.name}", kind="client",
+                          attributes={"toolmesh.tool": tool.name,
+                                      "toolmesh.tool.type": kind}) as span:
+            observation, outcome = await self._invoke(tool, arguments, user, emit)
+            if outcome != "ok":
+                tracing.failed(span, outcome)
+        seconds = time.perf_counter() - started
+        tally.tool_ran(seconds)
+        metrics.tool_call(tool=tool.name, type=kind, outcome=outcome, seconds=seconds)
+        return observation, outcome == "ok"
+
+    async def _invoke(self, tool: Tool, arguments: dict[str, Any], user: str,
+                      emit: Emit) -> tuple[str, str]:
+        """The observation of one call of ``tool``, and its outcome (``ok``, ``timeout``,
+        or the error type)."""
         timeout = self.options.tool_timeout
         most = max(self.options.tool_max_timeout, timeout)
         try:
@@ -206,11 +267,23 @@ class ReactLoop:
                 relay = ProgressRelay(tool=tool.name, emit=emit, backstop=backstop,
                                       timeout=timeout + 1.0, max_timeout=most + 1.0)
                 call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay)
-                return await tool.invoke(arguments, call), True
+                return await tool.invoke(arguments, call), "ok"
         except (RequestTimeout, TimeoutError):
-            return f"Error: the tool {tool.name!r} did not answer within {timeout:g} s", False
+            return (f"Error: the tool {tool.name!r} did not answer within {timeout:g} s",
+                    "timeout")
         except (RequestError, ToolError) as e:
-            return f"Error: {e.message}", False
+            return f"Error: {e.message}", e.type
         except Exception as e:
             log.exception("tool %r failed", tool.name)
-            return f"Error: the tool {tool.name!r} failed: {type(e).__name__}: {e}", False
+            return (f"Error: the tool {tool.name!r} failed: {type(e).__name__}: {e}",
+                    "tool-error")
+
+
+def _outcome(last: Mapping[str, Any] | None) -> str:
+    """How a dialog ended, from its last message: ``answer`` or the error type."""
+    if last is None:
+        return "agent-error"  # it ended without a last message: a bug
+    if last.get("message_type") == "answer":
+        return "answer"
+    error = last.get("error")
+    return str(error.get("type") or "error") if isinstance(error, Mapping) else "error"

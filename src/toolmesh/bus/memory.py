@@ -17,11 +17,18 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, string_properties
+from toolmesh.bus.base import (
+    DEFAULT_CONCURRENCY,
+    Handler,
+    Message,
+    encode,
+    string_properties,
+)
 from toolmesh.bus.delivery import run_handler
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.errors import BusError, NoConsumer
+from toolmesh.telemetry import metrics
 
 
 class _Queue:
@@ -116,6 +123,7 @@ class MemoryProducer:
             # in one process the bus sees every consumer: nobody reads this queue now
             raise NoConsumer(f"nothing consumes {self.queue}")
         self._exchange.publish(Message(bytes(body), string_properties(properties)))
+        metrics.bus_message(self.queue, "published")
 
 
 class MemorySubscription:

@@ -40,11 +40,18 @@ from dataclasses import dataclass, fields
 from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, string_properties
+from toolmesh.bus.base import (
+    DEFAULT_CONCURRENCY,
+    Handler,
+    Message,
+    encode,
+    string_properties,
+)
 from toolmesh.bus.delivery import run_handler
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.errors import BusError
+from toolmesh.telemetry import metrics
 from toolmesh.urls import mask_url
 
 try:
@@ -142,6 +149,7 @@ class PulsarProducer:
         # subscription will read the topic (that needs the admin API), so callers wait out
         # their deadline instead.
         await self._bus.publish(self.queue, bytes(body), string_properties(properties))
+        metrics.bus_message(self.queue, "published")
 
 
 class PulsarSubscription:
@@ -190,8 +198,11 @@ class PulsarSubscription:
             await self._slots.acquire()
         try:
             message = Message(received.data(), string_properties(received.properties()))
+            redelivered = received.redelivery_count() > 0
             while True:
-                outcome = await run_handler(self._handler, message, self.queue)
+                outcome = await run_handler(self._handler, message, self.queue,
+                                            redelivered=redelivered)
+                redelivered = True  # a non-persistent topic's own retry is a redelivery too
                 if outcome != "requeue":
                     break
                 if self.queue.persistent:
@@ -262,7 +273,7 @@ class PulsarBus(BusLifecycle[PulsarSubscription]):
             await asyncio.wait_for(
                 client.get_topic_partitions(f"non-persistent://tg/request/{name or 'toolmesh'}"),
                 connect_timeout)
-        except (asyncio.TimeoutError, PulsarException) as e:
+        except (TimeoutError, PulsarException) as e:
             await bus.close()
             # Something listens (see _unreachable), yet no broker answered: the client's own
             # connection timeout (ConnectError) and ours are the same news.

@@ -41,12 +41,19 @@ from aio_pika.abc import (
     AbstractRobustQueue,
 )
 
-from toolmesh.bus.base import DEFAULT_CONCURRENCY, Handler, Message, encode, string_properties
+from toolmesh.bus.base import (
+    DEFAULT_CONCURRENCY,
+    Handler,
+    Message,
+    encode,
+    string_properties,
+)
 from toolmesh.bus.delivery import run_handler
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.bus.rabbitmq_errors import connect_failure, loss_reason
 from toolmesh.errors import BusError, NoConsumer
+from toolmesh.telemetry import metrics
 from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.bus.rabbitmq")
@@ -178,6 +185,7 @@ class RabbitMQProducer:
             delivery_mode=self._mode,
         )
         await self._bus.publish(self.queue, message, mandatory=mandatory)
+        metrics.bus_message(self.queue, "published")
 
 
 class RabbitMQSubscription:
@@ -204,7 +212,8 @@ class RabbitMQSubscription:
             self._inflight.add(task)
         try:
             message = Message(incoming.body, string_properties(incoming.headers))
-            outcome = await run_handler(self._handler, message, self.queue)
+            outcome = await run_handler(self._handler, message, self.queue,
+                                        redelivered=bool(incoming.redelivered))
             try:
                 if outcome == "ack":
                     await incoming.ack()
@@ -290,7 +299,7 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
 
         try:
             connection, channel = await asyncio.create_task(open_connection())
-        except (OSError, asyncio.TimeoutError, aiormq.exceptions.AMQPError) as e:
+        except (TimeoutError, OSError, aiormq.exceptions.AMQPError) as e:
             raise BusError(f"cannot connect to RabbitMQ at {mask_url(url)}: "
                            f"{connect_failure(url, e)}") from None
         report.opened = True
@@ -370,7 +379,7 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
                     # reconnect; the channel then restores itself before it is ready.
                     await asyncio.wait_for(self._connection.connected.wait(), remaining)
                     await asyncio.wait_for(self._channel.ready(), max(remaining, 0.1))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     continue
             except aiormq.exceptions.AMQPError as e:
                 raise BusError(f"RabbitMQ refused to publish to {queue}: {e}") from None

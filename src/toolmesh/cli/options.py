@@ -214,6 +214,31 @@ def add_log_level(parser: argparse.ArgumentParser) -> None:
                              "(env TOOLMESH_LOG_LEVEL; default: %(default)s)")
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535: the type of port flags."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
+    return port
+
+
+def add_metrics(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-port`` and ``--metrics-host``: Prometheus metrics on a port of their own."""
+    env = os.environ.get
+    parser.add_argument("--metrics-port", type=port_number, metavar="PORT",
+                        default=env("TOOLMESH_METRICS_PORT") or None,
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics, without "
+                             "authentication (env TOOLMESH_METRICS_PORT; default: off; the "
+                             "gateway serves them at /metrics on its own port too)")
+    parser.add_argument("--metrics-host", metavar="HOST",
+                        default=env("TOOLMESH_METRICS_HOST", "127.0.0.1"),
+                        help="the address --metrics-port listens on (env TOOLMESH_METRICS_HOST; "
+                             "default: %(default)s; another is open to anyone who reaches it)")
+
+
 def config_store_url(args: argparse.Namespace) -> str:
     return args.config_store or str(data_dir() / "config.db")
 

@@ -57,6 +57,7 @@ def add_parsers(commands: Any) -> None:
     options.add_deadlines(p)
     options.add_lifecycle(p)
     options.add_log_level(p)
+    options.add_metrics(p)
     options.add_announcements(p, what="configured tools only: the tool services do not "
                                        "announce themselves and the agent ignores those that do")
     p.add_argument("--tool-service", action="append", metavar="MODULE:CLASS",
@@ -77,6 +78,7 @@ def _add_process_options(parser: argparse.ArgumentParser) -> None:
     options.add_bus(parser)
     options.DRAIN_TIMEOUT.add_to(parser)
     options.add_log_level(parser)
+    options.add_metrics(parser)
 
 
 def _agent_announcements(parser: argparse.ArgumentParser) -> None:
@@ -280,8 +282,12 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
     from toolmesh.logs import register_secret
     from toolmesh.rpc.service import Service
     from toolmesh.runtime import configure_logging, serve
+    from toolmesh.telemetry import tracing
+    from toolmesh.telemetry.exposition import MetricsServer
 
     configure_logging(args.log_level)
+    # before anything connects: OTEL_* settings this installation cannot follow end here
+    tracing.configure(service_name="toolmesh" if len(parts) > 1 else f"toolmesh-{parts[0]}")
     for url in (args.bus, getattr(args, "config_store", None)):
         register_secret(_password(url))
     from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
@@ -302,8 +308,12 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
         for part in built:
             if isinstance(part, Service):
                 part.drain_timeout = args.drain_timeout
+        if args.metrics_port is not None:
+            # first: scrapes see the parts start, and the last of their stop
+            built.insert(0, MetricsServer(host=args.metrics_host, port=args.metrics_port))
         await serve(bus, built)
     finally:
+        tracing.disable()  # the spans still buffered are sent before the process ends
         for store in stores:
             await store.close()
         for provider in providers:

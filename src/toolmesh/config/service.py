@@ -33,6 +33,7 @@ from toolmesh.rpc.service import Reply, Service
 from toolmesh.secrets.crypto import SecretBox
 from toolmesh.secrets.fields import keep_secrets, needs_stored
 from toolmesh.secrets.store import SealedStore
+from toolmesh.telemetry import metrics
 
 log = logging.getLogger("toolmesh.config")
 
@@ -101,7 +102,9 @@ class ConfigService(Service):
         self._push = await self.bus.producer(self.push_queue)
         await super().start()
         # Tell watchers that started before this service that config can now be loaded.
-        await self._push.send({"version": await self.store.version(), "changes": {}})
+        version = await self.store.version()
+        metrics.saw_config_version(version)
+        await self._push.send({"version": version, "changes": {}})
 
     def error_response(self, error: dict[str, str]) -> dict[str, Any]:
         return {**empty_response(), "error": error}
@@ -245,6 +248,7 @@ class ConfigService(Service):
             log.info("request %s again: it made config version %d (%s changed in workspace "
                      "%r), already pushed", request_id, version, changed, workspace)
             return
+        metrics.saw_config_version(version)
         await self._push.send({"version": version,
                                "changes": {t: [workspace] for t in sorted(types)}})
         self._pushed.add(request_id, version)

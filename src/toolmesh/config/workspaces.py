@@ -24,6 +24,7 @@ from toolmesh.bus.base import Bus, Message, Subscription
 from toolmesh.config.client import ConfigClient, ConfigSnapshot
 from toolmesh.config.service import CONFIG_PUSH_QUEUE, DEFAULT_WORKSPACE
 from toolmesh.errors import MalformedMessage, RequestError, ServiceError
+from toolmesh.telemetry import metrics
 
 log = logging.getLogger("toolmesh.config.workspaces")
 
@@ -135,6 +136,7 @@ class WorkspaceWatcher:
                 log.exception("applying config version %d of workspace %r failed", version,
                               workspace)
             self._versions[workspace] = version
+            metrics.saw_config_version(version)
             self._versions.move_to_end(workspace)
 
     async def _trim(self) -> None:
@@ -153,6 +155,7 @@ class WorkspaceWatcher:
         if not isinstance(push, dict) or not isinstance(push.get("version"), int):
             raise MalformedMessage(f"config push is not {{version, changes}}: {push!r}")
         self.pushed = max(self.pushed, push["version"])
+        metrics.saw_config_version(self.pushed)
         changes = push.get("changes")
         if not isinstance(changes, dict):
             return None  # a push without a change list: reload everything to be safe

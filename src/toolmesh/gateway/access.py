@@ -270,6 +270,20 @@ class AccessPolicy:
             request = {**request, ACTOR_FIELD: current.id}
         return request
 
+    async def admit_metrics(self, caller: Identity | None) -> None:
+        """Whether ``caller`` may scrape ``/metrics``: :class:`Forbidden` without the
+        ``metrics:read`` capability (its workspaces do not matter: the metrics count every
+        workspace's calls, and name no workspace)."""
+        current = await self.auth.current(caller) if caller is not None else None
+        if current is None:
+            raise Revoked("this token is not valid (any more): it was revoked, or never was "
+                          "one; ask the operator for a new one")
+        if not current.may("metrics:read"):
+            who = "the caller" if not current.scoped else f"token {current.id!r}"
+            raise Forbidden(f"/metrics needs the 'metrics:read' capability, which {who} does "
+                            "not have; give the scraper a token made with "
+                            "'toolmesh token create --capability metrics:read'")
+
     # -- middleware ------------------------------------------------------------------------
 
     @web.middleware

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,9 @@ from toolmesh.rpc import deadline
 from toolmesh.rpc.backoff import pauses
 from toolmesh.schema.agent import is_final as agent_is_final
 from toolmesh.secrets.masking import mask_config_response
+from toolmesh.telemetry import metrics, tracing
+from toolmesh.telemetry.exposition import PATH as METRICS_PATH
+from toolmesh.telemetry.exposition import metrics_handler
 
 log = logging.getLogger("toolmesh.gateway")
 
@@ -192,6 +196,7 @@ class Gateway:
         app.router.add_get("/api/v1/openapi.json", openapi_handler)
         app.router.add_post("/api/v1/{service}", self._global_rest)
         app.router.add_get("/api/v1/health", self._health)
+        app.router.add_get(METRICS_PATH, self._metrics)
         return app
 
     async def start(self) -> None:
@@ -258,6 +263,15 @@ class Gateway:
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "services": sorted(self.endpoints)})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """Prometheus' scrape; with a token set, it needs one with ``metrics:read``
+        (docs/observability.md)."""
+        try:
+            await self.access.admit_metrics(request.get(IDENTITY))
+        except ToolmeshError as e:
+            return error_response(ERROR_STATUS.get(e.type, 403), e.type, e.message)
+        return await metrics_handler(request)
 
     async def _global_rest(self, request: web.Request) -> web.Response:
         return await self._rest(request, request.match_info["service"], flow=None)
@@ -343,7 +357,8 @@ class Gateway:
             timeout = self.options.deadlines.for_request(service,
                                                          request.headers.get("X-Timeout"))
             await self.forward(endpoint, body, workspace=workspace, flow=flow,
-                               timeout=timeout, send=collect, caller=caller)
+                               timeout=timeout, send=collect, caller=caller,
+                               headers=request.headers)
         except ToolmeshError as e:
             return error_response(ERROR_STATUS.get(e.type, 502), e.type, e.message)
         if not responses:  # an endpoint must answer at least once; a bug if not
@@ -352,14 +367,52 @@ class Gateway:
 
     async def forward(self, endpoint: Endpoint, request: dict[str, Any], *, workspace: str,
                       flow: str | None, timeout: float, send: Send,
-                      caller: Identity | None) -> None:
+                      caller: Identity | None, route: str = "rest",
+                      headers: Mapping[str, str] | None = None) -> None:
         """Call ``endpoint`` under ``timeout``, handing each response to ``send``.
 
         Raises :class:`ToolmeshError`: ``unknown-flow`` for a flow that does not exist (before
         anything is sent on the bus), ``service-unavailable`` when nothing consumes the
         service's queue, ``timeout`` when no (final) answer came in time — each with a message
         that says what to check; ``forbidden`` when ``caller`` may not send ``request``.
+
+        Each call is counted (``route``: ``rest`` or ``socket``) and traced, continuing the
+        ``traceparent`` of ``headers`` when the client sent one.
         """
+        started = time.perf_counter()
+        outcome: str | None = None
+        answered_error: str | None = None
+
+        async def observed(response: dict[str, Any], final: bool) -> None:
+            nonlocal answered_error
+            error = response.get("error")
+            if final and isinstance(error, dict):
+                answered_error = str(error.get("type") or "error")
+            await send(response, final)
+
+        with tracing.span(f"{endpoint.name} request", kind="server", parent=headers,
+                          attributes={"toolmesh.service": endpoint.name,
+                                      "toolmesh.route": route}) as span:
+            try:
+                await self._forward(endpoint, request, workspace=workspace, flow=flow,
+                                    timeout=timeout, send=observed, caller=caller)
+            except ToolmeshError as e:
+                outcome = e.type
+                raise
+            except asyncio.CancelledError:
+                outcome = "cancelled"  # the client went away
+                raise
+            finally:
+                outcome = outcome or answered_error
+                if outcome is not None:
+                    tracing.failed(span, outcome)
+                metrics.gateway_request(route=route, service=endpoint.name,
+                                        outcome=outcome or "ok",
+                                        seconds=time.perf_counter() - started)
+
+    async def _forward(self, endpoint: Endpoint, request: dict[str, Any], *, workspace: str,
+                       flow: str | None, timeout: float, send: Send,
+                       caller: Identity | None) -> None:
         # scoped tokens: the capability and workspace it needs, and who asks (for the audit)
         request = await self.access.admit(caller, endpoint.name, request, workspace)
         flow = flow or DEFAULT_FLOW

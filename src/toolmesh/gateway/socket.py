@@ -217,6 +217,7 @@ class SocketSession:
             default = caller.default_workspace if caller is not None else DEFAULT_WORKSPACE
             await self.gateway.forward(endpoint, request, workspace=workspace or default,
                                        flow=flow if endpoint.per_flow else None,
-                                       timeout=timeout, send=send, caller=caller)
+                                       timeout=timeout, send=send, caller=caller,
+                                       route="socket")
         except ToolmeshError as e:
             await self.error(request_id, e.type, e.message)

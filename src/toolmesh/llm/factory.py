@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping
 
 from toolmesh.llm.base import LLMError, LLMProvider
-from toolmesh.logs import register_secret
 from toolmesh.llm.openai import DEFAULT_TIMEOUT, OpenAICompatible
 from toolmesh.llm.scripted import ScriptedLLM
+from toolmesh.logs import register_secret
 from toolmesh.urls import mask_url
 
 MODEL_ENV = "TOOLMESH_LLM_MODEL"

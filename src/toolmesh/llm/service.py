@@ -13,14 +13,16 @@ response carrying ``error`` with ``end_of_stream: true``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
-from toolmesh.errors import ServiceError
+from toolmesh.errors import ServiceError, ToolmeshError
 from toolmesh.llm.base import Completion, CompletionStream, LLMProvider
 from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
+from toolmesh.telemetry import metrics, tracing
 
 log = logging.getLogger("toolmesh.llm")
 
@@ -107,11 +109,43 @@ class TextCompletionService(Service):
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         system, prompt, streaming = parse_request(request)
+        started = time.perf_counter()
+        done: Completion | None = None
+        outcome = "cancelled"
+        with tracing.span("llm completion", kind="client", attributes={
+                "gen_ai.system": self.provider.name, "toolmesh.streaming": streaming}) as span:
+            try:
+                done = await self._complete(system, prompt, streaming, reply)
+                outcome = "ok"
+            except ToolmeshError as e:
+                outcome = e.type
+                raise
+            except Exception:
+                outcome = self.error_type
+                raise
+            finally:
+                if outcome != "ok":
+                    tracing.failed(span, outcome)
+                elif span is not None and done is not None:
+                    span.set_attributes({k: v for k, v in {
+                        "gen_ai.response.model": done.model,
+                        "gen_ai.usage.input_tokens": done.in_tokens,
+                        "gen_ai.usage.output_tokens": done.out_tokens}.items()
+                        if v is not None})
+                metrics.llm_call(model=done.model if done else None, outcome=outcome,
+                                 seconds=time.perf_counter() - started,
+                                 in_tokens=done.in_tokens if done else None,
+                                 out_tokens=done.out_tokens if done else None)
+
+    async def _complete(self, system: str, prompt: str, streaming: bool,
+                        reply: Reply) -> Completion | None:
+        """Answer one completion through ``reply``; the completion's counts (``None``: the
+        provider's stream reported none)."""
         if not streaming:
             done = await self.provider.complete(system=system, prompt=prompt)
             await reply(response(done.text, in_token=done.in_tokens, out_token=done.out_tokens,
                                  model=done.model))
-            return
+            return done
         chunks = self.provider.stream(system=system, prompt=prompt)
         try:
             async for chunk in chunks:
@@ -125,6 +159,7 @@ class TextCompletionService(Service):
         await reply(response("", in_token=done.in_tokens if done else None,
                              out_token=done.out_tokens if done else None,
                              model=done.model if done else None))
+        return done
 
 
 class TextCompletionClient(RpcClient):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from toolmesh.errors import RequestTimeout, ServiceError
 from toolmesh.mcp.errors import McpError
 from toolmesh.rpc import deadline
+from toolmesh.telemetry import tracing
 
 if TYPE_CHECKING:
     import mcp_types
@@ -138,7 +139,8 @@ class CallProgress:
                 try:
                     return await session.call_tool(server.remote_name, arguments,
                                                    read_timeout_seconds=cap,
-                                                   progress_callback=self.on_progress)
+                                                   progress_callback=self.on_progress,
+                                                   meta=tracing.mcp_meta())
                 finally:
                     self._scope = None
         except TimeoutError:

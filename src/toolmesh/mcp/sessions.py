@@ -45,6 +45,7 @@ from toolmesh.mcp.notices import ToolsChanged
 from toolmesh.mcp.progress import CallProgress
 from toolmesh.mcp.results import McpResult, to_result
 from toolmesh.mcp.sampling import Sampler
+from toolmesh.telemetry import tracing
 
 log = logging.getLogger("toolmesh.mcp")
 
@@ -105,7 +106,8 @@ class SessionPool:
                                                            cap=remaining))
                 else:
                     result = to_result(await session.call_tool(
-                        server.remote_name, arguments, read_timeout_seconds=remaining))
+                        server.remote_name, arguments, read_timeout_seconds=remaining,
+                        meta=tracing.mcp_meta()))
             except MCPError as e:
                 if e.error.code == mcp_types.INVALID_PARAMS:
                     self._tools_changed(conn)
@@ -115,7 +117,15 @@ class SessionPool:
             return result
 
         limit = timeout if progress is None else progress.max_timeout
-        return await self._run(server, f"tool {server.remote_name!r}", limit, call)
+        # the server continues this span's trace: its traceparent goes in the call's _meta
+        with tracing.span(f"mcp tools/call {server.remote_name}", kind="client",
+                          attributes={"mcp.server": server.id,
+                                      "mcp.tool": server.remote_name}) as span:
+            try:
+                return await self._run(server, f"tool {server.remote_name!r}", limit, call)
+            except McpError as e:
+                tracing.failed(span, e.type, e.message)
+                raise
 
     async def list_tools(self, server: McpServer, *, timeout: float,
                          refresh: bool = False) -> list[RemoteTool]:

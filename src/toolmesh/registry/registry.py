@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from toolmesh.registry.wire import (
     Goodbye,
     parse,
 )
+from toolmesh.telemetry import metrics
 
 log = logging.getLogger("toolmesh.registry")
 
@@ -126,11 +127,14 @@ class Registry:
         #: counts every change to what is offered (for waiting on one in tests and tools)
         self.changes = 0
         self._changed = asyncio.Condition()
+        #: stops the metrics from counting this registry's instances
+        self._uncount: Callable[[], None] | None = None
 
     async def start(self) -> None:
         """Listen for announcements, then ask every instance to announce itself now."""
         if self._subscription is not None:
             return
+        self._uncount = metrics.tool_service_instances.add(self.instances)
         self._notifier = asyncio.create_task(self._notify(), name="registry-notifier")
         self._subscription = await self.bus.subscribe(
             self._queue, self._on_message, subscription="tool-descriptors", concurrency=1)
@@ -141,6 +145,9 @@ class Registry:
             log.warning("could not ask tool services to announce themselves: %s", e)
 
     async def stop(self) -> None:
+        uncount, self._uncount = self._uncount, None
+        if uncount is not None:
+            uncount()
         subscription, self._subscription = self._subscription, None
         if subscription is not None:
             await subscription.close()
@@ -165,6 +172,12 @@ class Registry:
     def services(self, workspace: str) -> list[ServiceRecord]:
         """Every service that announced in ``workspace`` (live or gone), by id."""
         return [record for (ws, _), record in sorted(self._records.items()) if ws == workspace]
+
+    def instances(self) -> Iterator[tuple[str, str]]:
+        """``(service id, instance id)`` of every live instance, in every workspace."""
+        for (_, service_id), record in list(self._records.items()):
+            for instance_id in list(record.instances):
+                yield service_id, instance_id
 
     def live_instances(self, service_id: str, request_queue: str) -> int | None:
         """How many live instances of ``service_id`` announce ``request_queue`` (in any

@@ -26,6 +26,7 @@ from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subsc
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, NoConsumer, RequestError, RequestTimeout
 from toolmesh.rpc import backoff, deadline
+from toolmesh.telemetry import tracing
 
 log = logging.getLogger("toolmesh.rpc")
 
@@ -171,9 +172,10 @@ class RequestClient:
         loop = asyncio.get_running_loop()
         # The deadline bounds the whole call: waiting for a consumer and for the answers.
         due = None if timeout is None else loop.time() + timeout
+        sent = {**(properties or {}), "id": request_id}
+        tracing.inject(sent)  # the request's handling continues the current span's trace
         try:
-            await self._send_mandatory(body, {**(properties or {}), "id": request_id}, due,
-                                       timeout)
+            await self._send_mandatory(body, sent, due, timeout)
         except BaseException:
             del self._waiting[request_id]
             raise

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -29,6 +30,7 @@ from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subsc
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, ToolmeshError
 from toolmesh.rpc import deadline
+from toolmesh.telemetry import metrics, tracing
 
 #: seconds the requests in hand get to finish when a service stops
 DEFAULT_DRAIN_TIMEOUT = 10.0
@@ -143,39 +145,59 @@ class Service(ABC):
         task = asyncio.current_task()
         assert task is not None
         self._handling.add(task)
-        timeout = deadline.from_properties(message.properties)
+        started = time.perf_counter()
+        with tracing.span(f"{self.request_queue.topic} handle", kind="server",
+                          parent=message.properties,
+                          attributes={"messaging.destination.name": str(self.request_queue),
+                                      "toolmesh.service": type(self).__name__}) as span:
+            failure = await self._handle_guarded(task, request, reply, request_id,
+                                                 message.properties)
+            if failure is not None:
+                tracing.failed(span, failure)
+        metrics.service_request(service=self.request_queue.topic,
+                                outcome=failure or "ok",
+                                seconds=time.perf_counter() - started)
+
+    async def _handle_guarded(self, task: asyncio.Task[Any], request: dict[str, Any],
+                              reply: Reply, request_id: str | None,
+                              properties: Mapping[str, str]) -> str | None:
+        """Run :meth:`handle`, turning every way it can fail into an error response; the
+        error type it answered with, or ``None``."""
+        timeout = deadline.from_properties(properties)
         scope = asyncio.timeout(timeout)
+        error: dict[str, str]
         try:
             with deadline.handling(timeout):
                 async with scope:
                     await self.handle(request, reply)
+            return None
         except ToolmeshError as e:
             log.info("request %s on %s failed: %s: %s", request_id, self.request_queue,
                      e.type, e.message)
-            await reply(self.error_response(e.to_wire()))
+            error = e.to_wire()
         # only the caller's deadline passing; a TimeoutError of the handler's own is a failure
         # like any other (the next clause)
         except TimeoutError if scope.expired() else ():  # type: ignore[misc]
             log.info("request %s on %s was not answered within its caller's %g s",
                      request_id, self.request_queue, timeout)
-            await reply(self.error_response({
-                "type": "timeout",
-                "message": f"{type(self).__name__} did not finish within the caller's "
-                           f"deadline of {timeout:g} s"}))
+            error = {"type": "timeout",
+                     "message": f"{type(self).__name__} did not finish within the caller's "
+                                f"deadline of {timeout:g} s"}
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
             # the drain ran out: say so, and let the bus acknowledge the request
             task.uncancel()
-            await reply(self.error_response({
-                "type": "service-stopping",
-                "message": f"{type(self).__name__} stopped before it finished this request; "
-                           "send it again"}))
+            error = {"type": "service-stopping",
+                     "message": f"{type(self).__name__} stopped before it finished this "
+                                "request; send it again"}
         except Exception as e:
             message = self.describe_failure(e)
             # the traceback is for the service's author; the caller gets the one line
             log.warning("request %s on %s failed: %s", request_id, self.request_queue,
                         message, exc_info=True)
-            await reply(self.error_response({"type": self.error_type, "message": message}))
+            error = {"type": self.error_type, "message": message}
         finally:
             self._handling.discard(task)
+        await reply(self.error_response(error))
+        return error["type"]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolmesh.config.tokens import CAPABILITIES
+
 Schema = dict[str, Any]
 
 
@@ -172,8 +174,7 @@ _SCOPE = {
     "workspaces": {"type": "array", "items": {"type": "string"},
                    "description": "the workspaces it may use, the first its default"},
     "capabilities": {"type": "array",
-                     "items": {"enum": ["config:read", "config:write", "agent",
-                                        "tools:invoke", "admin"]},
+                     "items": {"enum": list(CAPABILITIES)},
                      "description": "what it may do there"},
 }
 

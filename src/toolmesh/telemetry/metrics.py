@@ -1,0 +1,211 @@
+"""Every Prometheus metric toolmesh exports, and the calls that record them.
+
+One module holds them all, so the names, labels and buckets are read in one place
+(docs/observability.md lists them with the queries worth knowing). They live in
+``prometheus_client``'s default registry, beside its process metrics (CPU, memory, open
+files), and are served by :mod:`toolmesh.telemetry.exposition`.
+
+Labels never carry what a caller chose freely: no user ids, no question text, no workspace
+or flow names. Tool, queue, service and model names come from config and the deployment,
+and pass through :class:`~toolmesh.telemetry.labels.BoundedValues` anyway; outcomes are
+``ok`` or an error type (also bounded: a tool service may invent its own).
+
+Recording is cheap (a cached child and an increment) so it is always on; tests and the
+benchmarks call :func:`set_enabled` to compare with it off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from toolmesh.telemetry.labels import BoundedValues
+
+#: seconds: from a fast in-process call to a long LLM answer or tool run
+LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+           30.0, 60.0, 120.0, 300.0)
+#: steps (LLM turns) per dialog; the agent's default limit is 10
+STEPS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
+
+gateway_requests = Counter(
+    "toolmesh_gateway_requests", "Requests the gateway answered, by route (rest or socket), "
+    "service and outcome (ok or the error type)", ["route", "service", "outcome"])
+gateway_seconds = Histogram(
+    "toolmesh_gateway_request_duration_seconds", "Time from a request's arrival at the "
+    "gateway to its final answer", ["route", "service"], buckets=LATENCY)
+service_requests = Counter(
+    "toolmesh_service_requests", "Requests a service handled from the bus, by service "
+    "(its request queue's topic) and outcome", ["service", "outcome"])
+service_seconds = Histogram(
+    "toolmesh_service_request_duration_seconds", "Time a service spent on one request",
+    ["service"], buckets=LATENCY)
+tool_calls = Counter(
+    "toolmesh_tool_calls", "Tool calls the agent made, by tool, tool type and outcome "
+    "(ok, error, timeout, invalid-arguments, unknown-tool)", ["tool", "type", "outcome"])
+tool_seconds = Histogram(
+    "toolmesh_tool_call_duration_seconds", "Time one tool call took, seen from the agent",
+    ["tool", "type"], buckets=LATENCY)
+llm_calls = Counter(
+    "toolmesh_llm_calls", "Completions the text-completion service asked of its LLM, by "
+    "model and outcome", ["model", "outcome"])
+llm_seconds = Histogram(
+    "toolmesh_llm_call_duration_seconds", "Time one completion took (a stream: to its last "
+    "piece)", ["model"], buckets=LATENCY)
+llm_tokens = Counter(
+    "toolmesh_llm_tokens", "Tokens the LLM reported, by model and direction (in: prompt, "
+    "out: completion)", ["model", "direction"])
+dialogs_started = Counter("toolmesh_dialogs_started", "Agent dialogs started")
+dialogs_finished = Counter(
+    "toolmesh_dialogs_finished", "Agent dialogs ended, by outcome (answer, or the error "
+    "type that ended it)", ["outcome"])
+dialogs_active = Gauge("toolmesh_dialogs_in_progress", "Agent dialogs running now")
+dialog_steps = Histogram("toolmesh_dialog_steps", "LLM turns per finished dialog",
+                         buckets=STEPS)
+dialog_seconds = Histogram("toolmesh_dialog_duration_seconds", "Time one dialog took",
+                           buckets=LATENCY)
+bus_messages = Counter(
+    "toolmesh_bus_messages", "Messages this process put on or took off the bus, by queue "
+    "and event (published, consumed, redelivered: consumed again after a failure or a "
+    "lost consumer, requeued: handed back by a handler, dropped: a handler failed on it)",
+    ["queue", "event"])
+config_version = Gauge("toolmesh_config_version", "The newest config version this process "
+                                                 "has seen")
+
+_enabled = True
+_tools = BoundedValues(500)
+_queues = BoundedValues(500)
+_services = BoundedValues(200)
+_models = BoundedValues(50)
+_outcomes = BoundedValues(64)
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def set_enabled(enabled: bool) -> None:
+    """Record (the default) or not: for benchmarks that measure what recording costs."""
+    global _enabled
+    _enabled = enabled
+
+
+def enabled() -> bool:
+    """Whether metrics are being recorded."""
+    return _enabled
+
+
+def _child(metric: Any, *values: str) -> Any:
+    # labels() validates and locks on every call; the children are few and live forever
+    key = (metric, *values)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*values)
+    return child
+
+
+def outcome_of(error_type: str | None) -> str:
+    """The outcome label of a call that ended with ``error_type`` (``None``: ``ok``)."""
+    return "ok" if error_type is None else _outcomes(error_type)
+
+
+def gateway_request(*, route: str, service: str, outcome: str, seconds: float) -> None:
+    """One request the gateway finished (``service``: one of its endpoints' names)."""
+    if _enabled:
+        _child(gateway_requests, route, service, _outcomes(outcome)).inc()
+        _child(gateway_seconds, route, service).observe(seconds)
+
+
+def service_request(*, service: str, outcome: str, seconds: float) -> None:
+    """One request a bus service finished."""
+    if _enabled:
+        service = _services(service)
+        _child(service_requests, service, _outcomes(outcome)).inc()
+        _child(service_seconds, service).observe(seconds)
+
+
+def tool_call(*, tool: str, type: str, outcome: str, seconds: float | None) -> None:
+    """One tool call the agent made (``seconds`` ``None``: it never started, e.g. its
+    arguments were refused)."""
+    if _enabled:
+        tool, type = _tools(tool), _tools(type)
+        _child(tool_calls, tool, type, _outcomes(outcome)).inc()
+        if seconds is not None:
+            _child(tool_seconds, tool, type).observe(seconds)
+
+
+def llm_call(*, model: str | None, outcome: str, seconds: float,
+             in_tokens: int | None = None, out_tokens: int | None = None) -> None:
+    """One completion asked of an LLM, and the tokens it reported."""
+    if _enabled:
+        model = _models(model or "unknown")
+        _child(llm_calls, model, _outcomes(outcome)).inc()
+        _child(llm_seconds, model).observe(seconds)
+        if in_tokens:
+            _child(llm_tokens, model, "in").inc(in_tokens)
+        if out_tokens:
+            _child(llm_tokens, model, "out").inc(out_tokens)
+
+
+def dialog_started() -> None:
+    """An agent dialog began."""
+    if _enabled:
+        dialogs_started.inc()
+        dialogs_active.inc()
+
+
+def dialog_finished(*, outcome: str, steps: int, seconds: float) -> None:
+    """An agent dialog ended (``outcome``: ``answer`` or the error type that ended it)."""
+    if _enabled:
+        dialogs_active.dec()
+        _child(dialogs_finished, _outcomes(outcome)).inc()
+        dialog_steps.observe(steps)
+        dialog_seconds.observe(seconds)
+
+
+def bus_message(queue: object, event: str) -> None:
+    """One message event on ``queue`` (see :data:`bus_messages` for the events)."""
+    if _enabled:
+        _child(bus_messages, _queues(str(queue)), event).inc()
+
+
+def saw_config_version(version: int) -> None:
+    """A config version this process saw (the gauge keeps the newest)."""
+    if _enabled and version > config_version._value.get():
+        config_version.set(version)
+
+
+class InstancesCollector(Collector):
+    """``toolmesh_tool_service_instances``: the live instances of each announced tool
+    service, read at scrape time from every live registry of the process (the agent's and
+    the gateway's see the same instances: they are counted once)."""
+
+    def __init__(self) -> None:
+        self._sources: dict[int, Callable[[], Iterable[tuple[str, str]]]] = {}
+
+    def add(self, source: Callable[[], Iterable[tuple[str, str]]]) -> Callable[[], None]:
+        """Count the ``(service id, instance id)`` pairs ``source`` yields; returns the call
+        that stops counting them."""
+        key = id(source)
+        self._sources[key] = source
+
+        def remove() -> None:
+            self._sources.pop(key, None)
+
+        return remove
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "toolmesh_tool_service_instances", "Live instances of each self-announcing tool "
+            "service (announced, not yet expired or gone)", labels=["service"])
+        instances: dict[str, set[str]] = {}
+        for source in list(self._sources.values()):
+            for service, instance in source():
+                instances.setdefault(_services(service), set()).add(instance)
+        for service, ids in sorted(instances.items()):
+            family.add_metric([service], len(ids))
+        yield family
+
+
+tool_service_instances = InstancesCollector()
+REGISTRY.register(tool_service_instances)
