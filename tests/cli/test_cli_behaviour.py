@@ -135,7 +135,8 @@ PART_OPTIONS = {
     "wordtools:WordCount": TOOL_SERVICE_OPTIONS,
 }
 #: every part reads these
-PROCESS_OPTIONS = {"-h", "--bus", "--drain-timeout", "--log-level"}
+PROCESS_OPTIONS = {"-h", "--bus", "--drain-timeout", "--log-level", "--metrics-port",
+                   "--metrics-host", "--metrics-token-file"}
 
 
 @pytest.mark.parametrize("part", PART_OPTIONS)

@@ -230,13 +230,34 @@ def add_metrics(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     parser.add_argument("--metrics-port", type=port_number, metavar="PORT",
                         default=env("TOOLMESH_METRICS_PORT") or None,
-                        help="serve Prometheus metrics at http://HOST:PORT/metrics, without "
-                             "authentication (env TOOLMESH_METRICS_PORT; default: off; the "
-                             "gateway serves them at /metrics on its own port too)")
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics, without a "
+                             "token on loopback (see --metrics-token-file; env "
+                             "TOOLMESH_METRICS_PORT; default: off; the gateway serves them at "
+                             "/metrics on its own port too)")
     parser.add_argument("--metrics-host", metavar="HOST",
                         default=env("TOOLMESH_METRICS_HOST", "127.0.0.1"),
                         help="the address --metrics-port listens on (env TOOLMESH_METRICS_HOST; "
-                             "default: %(default)s; another is open to anyone who reaches it)")
+                             "default: %(default)s; beyond loopback it needs a metrics token)")
+    parser.add_argument("--metrics-token-file", metavar="PATH",
+                        default=env("TOOLMESH_METRICS_TOKEN_FILE"),
+                        help="read the bearer token scrapers of --metrics-port must send from "
+                             "this file (env TOOLMESH_METRICS_TOKEN_FILE, or the token itself in "
+                             "TOOLMESH_METRICS_TOKEN; default: none, loopback only)")
+
+
+def metrics_token(args: argparse.Namespace) -> str | None:
+    """The token scrapers of ``--metrics-port`` must send, if one is set."""
+    path = getattr(args, "metrics_token_file", None)
+    if path:
+        try:
+            token = Path(path).read_text().strip()
+        except OSError as e:
+            raise ToolmeshError(f"--metrics-token-file {path}: {e.strerror or e}",
+                                type="usage-error") from None
+        if not token:
+            raise ToolmeshError(f"--metrics-token-file {path} is empty", type="usage-error")
+        return token
+    return os.environ.get("TOOLMESH_METRICS_TOKEN") or None
 
 
 def config_store_url(args: argparse.Namespace) -> str:

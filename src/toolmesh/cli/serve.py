@@ -286,8 +286,15 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
     from toolmesh.telemetry.exposition import MetricsServer
 
     configure_logging(args.log_level)
-    # before anything connects: OTEL_* settings this installation cannot follow end here
+    # before anything connects: OTEL_* settings this installation cannot follow end here, as
+    # does a metrics port beyond loopback without a token
     tracing.configure(service_name="toolmesh" if len(parts) > 1 else f"toolmesh-{parts[0]}")
+    metrics_server = None
+    if args.metrics_port is not None:
+        token = options.metrics_token(args)
+        register_secret(token)
+        metrics_server = MetricsServer(host=args.metrics_host, port=args.metrics_port,
+                                       token=token)
     for url in (args.bus, getattr(args, "config_store", None)):
         register_secret(_password(url))
     from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
@@ -308,9 +315,9 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
         for part in built:
             if isinstance(part, Service):
                 part.drain_timeout = args.drain_timeout
-        if args.metrics_port is not None:
+        if metrics_server is not None:
             # first: scrapes see the parts start, and the last of their stop
-            built.insert(0, MetricsServer(host=args.metrics_host, port=args.metrics_port))
+            built.insert(0, metrics_server)
         await serve(bus, built)
     finally:
         tracing.disable()  # the spans still buffered are sent before the process ends

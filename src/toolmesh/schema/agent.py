@@ -8,7 +8,8 @@ Response messages: ``{"message_type": "thought"|"observation"|"answer"|"error", 
 ``"answer"`` (the whole answer) for older clients. The dialog's last message (``end_of_dialog``)
 carries its token usage, as TrustGraph's does: ``"in_token"`` and ``"out_token"`` summed over
 every LLM answer of the dialog (``null`` when the LLM reported none) and the last
-``"model"``. ``"tool-call"`` messages (the tool a step calls, with ``tool`` and ``arguments``,
+``"model"``; and toolmesh's own ``"tool_calls"`` (how many tool calls ran) and ``"tool_time"``
+(the seconds they took, summed). ``"tool-call"`` messages (the tool a step calls, with ``tool`` and ``arguments``,
 sent before it runs; see :mod:`toolmesh.agent.action`) and ``"progress"`` messages (a tool's
 progress report, with a ``progress`` object; see :mod:`toolmesh.agent.progress`) are
 toolmesh's own: TrustGraph's clients skip types they do not know.

@@ -67,7 +67,8 @@ allows their origin (`--allow-origin`, which also answers CORS preflights).
 but health, this document and the WebSocket upgrade needs `Authorization: Bearer <token>`;
 without one, no header is needed. Besides the gateway's own token (every capability in every
 workspace), scoped tokens (`POST /api/v1/token`, `toolmesh token create`) carry capabilities
-(`config:read`, `config:write`, `agent`, `tools:invoke`, `admin`) in their workspaces only:
+(`config:read`, `config:write`, `agent`, `tools:invoke`, `metrics:read`, `admin`) in their
+workspaces only (`metrics:read` reads the metrics of every workspace: a scraper's):
 a request beyond them is a 403 `forbidden`, a revoked or unknown token a 401 `auth-failed`.
 
 **Errors.** The gateway refuses or fails a request with an HTTP status ≥ 400 and the body
@@ -156,6 +157,19 @@ def _paths() -> dict[str, Any]:
             "responses": {"200": _json({"type": "object", "required": ["openapi", "paths"]},
                                        "The OpenAPI 3.1 document of the REST API."),
                           **_errors(ANY_ROUTE)}}},
+        "/metrics": {"get": {
+            "operationId": "metrics", "summary": "Prometheus metrics",
+            "description": "The process's metrics in Prometheus' text format (OpenMetrics when "
+                           "the `Accept` header asks for it): requests, tool calls, LLM calls "
+                           "and tokens, dialogs, bus messages (docs/observability.md). With a "
+                           "token set, the caller needs the `metrics:read` capability: the "
+                           "metrics count every workspace's calls and name their tools.",
+            "tags": ["gateway"],
+            "responses": {"200": {"description": "The metrics.",
+                                  "content": {"text/plain": {"schema": {"type": "string"}},
+                                              "application/openmetrics-text": {
+                                                  "schema": {"type": "string"}}}},
+                          **_errors(("401", *ANY_ROUTE))}}},
         "/api/v1/socket": {"get": {
             "operationId": "socket", "summary": "WebSocket: many requests on one connection",
             "description": SOCKET, "tags": ["gateway"],

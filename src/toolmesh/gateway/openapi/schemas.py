@@ -200,8 +200,8 @@ def token_schemas() -> dict[str, Schema]:
                                                    "default",
                                     "oneOf": [{"type": "string"},
                                               {"type": "array", "items": {"type": "string"}}]},
-                     "capabilities": {"description": "`config:read`, `config:write`, "
-                                                     "`agent`, `tools:invoke`, `admin`",
+                     "capabilities": {"description": ", ".join(f"`{c}`"
+                                                               for c in CAPABILITIES),
                                       "oneOf": [{"type": "string"},
                                                 {"type": "array",
                                                  "items": {"type": "string"}}]},
@@ -344,6 +344,12 @@ def agent_schemas() -> dict[str, Schema]:
                                             "message": {"type": "string"}}},
                 **_usage("on the dialog's last message (`end_of_dialog: true`): the tokens "
                          "of every LLM answer of the dialog, summed, and the last model"),
+                "tool_calls": {"type": "integer", "minimum": 0,
+                               "description": "on the dialog's last message: the tool calls "
+                                              "the dialog made (toolmesh's own)"},
+                "tool_time": {"type": "number", "minimum": 0,
+                              "description": "on the dialog's last message: the seconds those "
+                                             "calls took, summed (toolmesh's own)"},
                 "error": ref("ServiceError")}},
     }
 
