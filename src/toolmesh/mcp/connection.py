@@ -9,6 +9,7 @@ session gone, or it was closed on purpose.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -111,7 +112,10 @@ class Connection:
         # None unless the item allows sampling: the SDK then refuses it, as it always did
         self._sampling = sampler.callback_for(server) if sampler is not None else None
         self._on_tools_changed = on_tools_changed  # the server's tools/list_changed notices
-        self.task = asyncio.create_task(self._supervise(), name=f"mcp-session:{server.id}")
+        # A context of its own: the session outlives the call that opened it, and what it does
+        # later (a server's sampling requests) must not run under that call's span or deadline.
+        self.task = asyncio.create_task(self._supervise(), name=f"mcp-session:{server.id}",
+                                        context=contextvars.Context())
 
     @property
     def usable(self) -> bool:

@@ -26,6 +26,7 @@ from toolmesh.llm.base import Completion
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.results import content_text
 from toolmesh.rpc import deadline
+from toolmesh.telemetry import tracing
 
 log = logging.getLogger("toolmesh.mcp.sampling")
 
@@ -56,7 +57,11 @@ class Sampler:
         async def sample(context: ClientRequestContext,
                          params: mcp_types.CreateMessageRequestParams
                          ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
-            return await self.answer(server, params)
+            # The server's request names the trace of the tool call it serves in its _meta
+            # (the SDK writes it there, traced or not); the session's task has no span.
+            with tracing.span("mcp sampling", kind="server", parent=dict(context.meta or {}),
+                              attributes={"mcp.server": server.id}):
+                return await self.answer(server, params)
 
         return sample
 
@@ -70,9 +75,8 @@ class Sampler:
                 message="this client's sampling cannot make tool calls (tool_choice 'required')")
         system, prompt = render(params)
         try:
-            # This runs in the connection's task, whose context may still hold the deadline
-            # of whichever bus request happened to open the connection: give the LLM call
-            # its own.
+            # This runs in the connection's task, which has no deadline of its own (it is not
+            # a bus request's): give the LLM call one.
             with deadline.handling(self.timeout):
                 done = await self.llm.complete(system, prompt, timeout=self.timeout)
         except RequestError as e:

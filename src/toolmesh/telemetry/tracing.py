@@ -107,6 +107,11 @@ def configure(*, service_name: str, environ: Mapping[str, str] = os.environ) -> 
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     enable(provider)
+    from opentelemetry import trace
+
+    # the process's global provider too: libraries that trace on their own (the MCP SDK's
+    # "MCP send tools/call" spans) then join the same traces
+    trace.set_tracer_provider(provider)
     log.info("tracing on: spans of %s go to %s", provider.resource.attributes.get(
         "service.name"), _destination(environ, exporter_name))
     return True
@@ -120,15 +125,12 @@ def _destination(environ: Mapping[str, str], exporter: str) -> str:
 
 
 def enable(provider: TracerProvider) -> None:
-    """Trace with ``provider`` (:func:`configure` builds one from the environment; tests
-    pass one with an in-memory exporter)."""
+    """Trace toolmesh's own spans with ``provider`` (:func:`configure` builds one from the
+    environment and makes it the process's global one too; tests pass one with an in-memory
+    exporter, and may call this again, which the global provider does not allow)."""
     global _tracer, _provider
-    from opentelemetry import trace
-
     _provider = provider
     _tracer = provider.get_tracer("toolmesh")
-    # for libraries that trace on their own (and for trace.get_current_span): the global one
-    trace.set_tracer_provider(provider)
 
 
 def disable() -> None:
