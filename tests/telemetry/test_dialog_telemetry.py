@@ -3,19 +3,15 @@ moved, and — with tracing on — one trace whose spans nest as the calls did."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import REGISTRY
 
 from tests.agent.stack import agent_stack, answer_of
 from tests.conftest import Backend
 from toolmesh.llm import Rule, ScriptedLLM
-from toolmesh.telemetry import tracing
 
 FINISH = Rule(r"\nObservation: (?P<obs>.*?)\n\nYour reply", "Thought: done\nFinal Answer: {obs}")
 JOKE = 'Thought: a joke is needed\nAction: tell-joke\nArgs: {"topic": "food"}'
@@ -25,17 +21,6 @@ DONE = "Thought: that will do\nFinal Answer: done"
 def sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.disable()
 
 
 async def test_the_last_message_carries_tokens_and_tool_calls(backend: Backend,

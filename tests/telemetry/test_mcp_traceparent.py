@@ -24,14 +24,12 @@ import argparse
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.mcp.callback_servers import running_http_server
@@ -170,17 +168,6 @@ async def test_with_tracing_off_the_server_gets_no_trace_context(
 
 
 # -- sampling, in process ---------------------------------------------------------------------
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.disable()
 
 
 async def test_sampling_during_a_call_is_in_that_calls_trace(

@@ -10,7 +10,6 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.gateway.conftest import gateway, guarded, http  # noqa: F401 - fixtures
 from toolmesh.gateway import Gateway
 from toolmesh.telemetry.exposition import MetricsError, MetricsServer
 from toolmesh.telemetry.labels import OTHER, BoundedValues

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import run_toolmesh
+from tests.processes import run_toolmesh, start_toolmesh
 from toolmesh.telemetry import tracing
 from toolmesh.telemetry.tracing import TracingError
 
@@ -75,4 +75,21 @@ async def test_an_empty_metrics_token_file_is_refused(tmp_path: Path) -> None:
     code, _, err = await run_toolmesh(
         "run", "text-completion", "--metrics-port", "0", "--metrics-token-file", str(empty),
         timeout=30)
-    assert code == 1 and err.strip().endswith(f"--metrics-token-file {empty} is empty")
+    assert code == 1 and err.strip().endswith(f"--metrics-token-file {str(empty)!r} is empty")
+
+
+@pytest.mark.parametrize(("environ", "name"), [
+    ({}, "toolmesh-text-completion"),
+    ({"OTEL_SERVICE_NAME": "llm-eu"}, "llm-eu"),
+    ({"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod, service.name=llm-us"},
+     "llm-us"),
+])
+async def test_a_part_names_its_spans_as_the_environment_says(environ: dict[str, str],
+                                                              name: str) -> None:
+    proc, lines = await start_toolmesh(
+        "run", "text-completion", ready="tracing on:",
+        extra_env={"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "",
+                   "OTEL_RESOURCE_ATTRIBUTES": "", **environ})
+    proc.terminate()
+    await proc.wait()
+    assert f"tracing on: spans of {name} go to stdout" in lines[-1]

@@ -41,6 +41,9 @@ class _Queue:
 
     def __init__(self) -> None:
         self.backlog: collections.deque[Message] = collections.deque()
+        #: the ids of backlog messages a handler handed back (each object is alive while
+        #: its id is here): delivered again, they count as redelivered, as a broker marks them
+        self.requeued: set[int] = set()
         self.consumers: list[MemorySubscription] = []
         self._next = 0
 
@@ -151,8 +154,13 @@ class MemorySubscription:
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, message: Message) -> None:
+        requeued = self._source.requeued
+        redelivered = id(message) in requeued
+        requeued.discard(id(message))
         try:
-            if await run_handler(self._handler, message, self.queue) == "requeue":
+            if await run_handler(self._handler, message, self.queue,
+                                 redelivered=redelivered) == "requeue":
+                requeued.add(id(message))
                 self._source.backlog.append(message)
         finally:
             self._free += 1

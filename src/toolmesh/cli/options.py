@@ -249,14 +249,7 @@ def metrics_token(args: argparse.Namespace) -> str | None:
     """The token scrapers of ``--metrics-port`` must send, if one is set."""
     path = getattr(args, "metrics_token_file", None)
     if path:
-        try:
-            token = Path(path).read_text().strip()
-        except OSError as e:
-            raise ToolmeshError(f"--metrics-token-file {path}: {e.strerror or e}",
-                                type="usage-error") from None
-        if not token:
-            raise ToolmeshError(f"--metrics-token-file {path} is empty", type="usage-error")
-        return token
+        return read_secret_file(path, "--metrics-token-file")
     return os.environ.get("TOOLMESH_METRICS_TOKEN") or None
 
 

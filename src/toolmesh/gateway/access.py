@@ -282,7 +282,8 @@ class AccessPolicy:
             who = "the caller" if not current.scoped else f"token {current.id!r}"
             raise Forbidden(f"/metrics needs the 'metrics:read' capability, which {who} does "
                             "not have; give the scraper a token made with "
-                            "'toolmesh token create --capability metrics:read'")
+                            "'toolmesh token create --workspace default --capability "
+                            "metrics:read --name prometheus'")
 
     # -- middleware ------------------------------------------------------------------------
 

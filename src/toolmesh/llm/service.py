@@ -113,7 +113,7 @@ class TextCompletionService(Service):
         done: Completion | None = None
         outcome = "cancelled"
         with tracing.span("llm completion", kind="client", attributes={
-                "gen_ai.system": self.provider.name, "toolmesh.streaming": streaming}) as span:
+                "toolmesh.llm": self.provider.name, "toolmesh.streaming": streaming}) as span:
             try:
                 done = await self._complete(system, prompt, streaming, reply)
                 outcome = "ok"

@@ -6,9 +6,11 @@ One module holds them all, so the names, labels and buckets are read in one plac
 files), and are served by :mod:`toolmesh.telemetry.exposition`.
 
 Labels never carry what a caller chose freely: no user ids, no question text, no workspace
-or flow names. Tool, queue, service and model names come from config and the deployment,
-and pass through :class:`~toolmesh.telemetry.labels.BoundedValues` anyway; outcomes are
-``ok`` or an error type (also bounded: a tool service may invent its own).
+names, no name the LLM made up. Tool, queue, service and model names come from config and the
+deployment (a flow shows inside its services' queue names, and only once config defines it:
+the gateway refuses unknown flows before the bus), and pass through
+:class:`~toolmesh.telemetry.labels.BoundedValues` anyway; outcomes are ``ok`` or an error
+type (also bounded: a tool service may invent its own).
 
 Recording is cheap (a cached child and an increment) so it is always on; tests and the
 benchmarks call :func:`set_enabled` to compare with it off.

@@ -103,7 +103,10 @@ def configure(*, service_name: str, environ: Mapping[str, str] = os.environ) -> 
     else:
         raise TracingError(f"OTEL_TRACES_EXPORTER={exporter_name!r}: toolmesh knows 'otlp', "
                            "'console' and 'none'")
-    attributes = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
+    named = environ.get("OTEL_SERVICE_NAME") or any(
+        pair.split("=", 1)[0].strip() == "service.name"
+        for pair in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","))
+    attributes = {} if named else {"service.name": service_name}
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     enable(provider)
