@@ -29,9 +29,9 @@ class BoundedValues:
     def __call__(self, value: str | None) -> str:
         if not value:
             return ""
+        value = value[:MAX_LENGTH]  # first: the cut value is what is remembered
         if value in self._seen:
             return value
-        value = value[:MAX_LENGTH]
         with self._lock:
             if value in self._seen:
                 return value

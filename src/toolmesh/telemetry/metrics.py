@@ -81,6 +81,8 @@ config_version = Gauge("toolmesh_config_version", "The newest config version thi
                                                  "has seen")
 
 _enabled = True
+#: the newest config version seen (the gauge has no public getter)
+_newest_config = -1
 _tools = BoundedValues(500)
 _queues = BoundedValues(500)
 _services = BoundedValues(200)
@@ -183,7 +185,9 @@ def bus_message(queue: object, event: str) -> None:
 
 def saw_config_version(version: int) -> None:
     """A config version this process saw (the gauge keeps the newest)."""
-    if _enabled and version > config_version._value.get():
+    global _newest_config
+    if _enabled and version > _newest_config:
+        _newest_config = version
         config_version.set(version)
 
 
