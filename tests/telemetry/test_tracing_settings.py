@@ -93,3 +93,23 @@ async def test_a_part_names_its_spans_as_the_environment_says(environ: dict[str,
     proc.terminate()
     await proc.wait()
     assert f"tracing on: spans of {name} go to stdout" in lines[-1]
+
+
+@pytest.mark.parametrize("sent", [
+    {"traceparent": 5},
+    {"traceparent": ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"]},
+    {"traceparent": "00-" + "f" * 5000},
+    {"traceparent": "not a traceparent", "tracestate": {"a": 1}},
+])
+def test_a_peers_bad_trace_context_starts_a_new_trace(sent: dict[str, object],
+                                                      spans: object) -> None:
+    with tracing.span("handle", parent=sent) as span:  # type: ignore[arg-type]
+        assert span is not None and span.parent is None
+
+
+def test_a_peers_trace_context_is_continued(spans: object) -> None:
+    sent = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    with tracing.span("handle", parent=sent) as span:
+        assert span is not None
+        assert tracing.trace_id() == "0af7651916cd43dd8448eb211c80319c"
+        assert f"{span.parent.span_id:016x}" == "b7ad6b7169203331"

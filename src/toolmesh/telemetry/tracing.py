@@ -42,6 +42,9 @@ Kind = Literal["internal", "server", "client", "producer", "consumer"]
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 
+#: the longest traceparent or tracestate taken from a peer (W3C allows 512 for tracestate)
+MAX_CONTEXT = 512
+
 _tracer: Tracer | None = None
 _provider: TracerProvider | None = None
 _NULL = contextlib.nullcontext()
@@ -170,7 +173,10 @@ def span(name: str, *, kind: Kind = "internal", attributes: Mapping[str, Any] | 
     if parent is not None and TRACEPARENT in parent:
         from opentelemetry.propagate import extract
 
-        context = extract(parent)
+        # what a peer sent (an HTTP client, an MCP server's _meta): text of a sane size only
+        carrier = {key: value for key in (TRACEPARENT, TRACESTATE)
+                   if isinstance(value := parent.get(key), str) and len(value) <= MAX_CONTEXT}
+        context = extract(carrier)
     return tracer.start_as_current_span(
         name, context=context, kind=SpanKind[kind.upper()],
         attributes=dict(attributes) if attributes else None)
