@@ -124,7 +124,7 @@ TOOL_SERVICE_OPTIONS = {"--topic", "--request-queue", "--response-queue", "--id"
 PART_OPTIONS = {
     "config": {"--config-store", "--mcp-stdio-allow"},
     "gateway": {"--host", "--port", "--token", "--token-file", "--allow-origin", "--allow-host",
-                "--insecure", "--startup-grace", "--deadline",
+                "--insecure", "--no-workbench", "--startup-grace", "--deadline",
                 *(bound.flag for bound in options.GATEWAY_BOUNDS)},
     "agent": {"--flow", "--no-announcements", *(bound.flag for bound in options.AGENT_BOUNDS)},
     "prompt": set(),

@@ -173,6 +173,10 @@ def add_gateway(parser: argparse.ArgumentParser, *, startup_grace: float = 15.0)
     parser.add_argument("--insecure", action="store_true",
                         default=os.environ.get("TOOLMESH_INSECURE", "") in ("1", "true", "yes"),
                         help="allow listening beyond loopback without a token (dangerous)")
+    parser.add_argument("--no-workbench", action="store_true",
+                        default=os.environ.get("TOOLMESH_NO_WORKBENCH", "") in ("1", "true", "yes"),
+                        help="do not serve the Workbench web UI at /workbench/ (env "
+                             "TOOLMESH_NO_WORKBENCH=1); the API is served either way")
     add_bounds(parser, (dataclasses.replace(STARTUP_GRACE, default=startup_grace),
                         *GATEWAY_BOUNDS))
 

@@ -158,7 +158,8 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
                           startup_grace=args.startup_grace,
                           allow_origins=tuple(args.allow_origin),
                           allow_hosts=tuple(args.allow_host), insecure=args.insecure,
-                          announcements=not getattr(args, "no_announcements", False))
+                          announcements=not getattr(args, "no_announcements", False),
+                          workbench=not args.no_workbench)
 
 
 def stdio_allow(args: argparse.Namespace) -> StdioAllowList:

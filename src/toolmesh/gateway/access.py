@@ -39,13 +39,15 @@ from toolmesh.config.admin import ACTOR_FIELD
 from toolmesh.errors import ToolmeshError
 from toolmesh.gateway.auth import Auth, Identity
 from toolmesh.gateway.scopes import need
+from toolmesh.web.routes import is_page_path
 
 log = logging.getLogger("toolmesh.gateway.access")
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
-#: routes that do their own authentication, or need none
+#: routes that do their own authentication, or need none (and the Workbench's files, which
+#: hold no secret: the page asks for the token)
 PUBLIC_PATHS = frozenset({"/api/v1/health", "/api/v1/socket", "/api/v1/openapi.json"})
 CORS_HEADERS = "Authorization, Content-Type, X-Workspace, X-Timeout"
 CORS_METHODS = "GET, POST, OPTIONS"
@@ -301,7 +303,8 @@ class AccessPolicy:
             return error_response(503, e.type, f"cannot check the token now: {e.message}")
         request[IDENTITY] = identity
         request[AUTHENTICATED] = identity is not None
-        if request.path not in PUBLIC_PATHS and identity is None:
+        if identity is None and request.path not in PUBLIC_PATHS \
+                and not (request.method in ("GET", "HEAD") and is_page_path(request.path)):
             return error_response(401, "auth-failed", "a valid bearer token is required "
                                                       "(Authorization: Bearer <token>)")
         response = await handler(request)

@@ -6,7 +6,9 @@
   the agent's tools, each offered or not and why; ``agent-services``: every tool service,
   configured or announced, with its live instances and its tools; ``prompt``: a template
   completed by the LLM; ``text-completion``: the LLM itself);
-* ``GET /api/v1/socket`` — WebSocket, one connection multiplexing many requests.
+* ``GET /api/v1/socket`` — WebSocket, one connection multiplexing many requests;
+* ``GET /workbench/`` (``/`` redirects there) — the Workbench, a web UI that is a client of
+  the routes above like any other (:mod:`toolmesh.web`).
 
 Every request passes :class:`~toolmesh.gateway.access.AccessPolicy` first: cross-origin and
 DNS-rebound requests are refused, bodies must be JSON, and with a token set, REST requests need
@@ -67,6 +69,7 @@ from toolmesh.secrets.masking import mask_config_response
 from toolmesh.telemetry import metrics, tracing
 from toolmesh.telemetry.exposition import PATH as METRICS_PATH
 from toolmesh.telemetry.exposition import metrics_handler
+from toolmesh.web import WORKBENCH_PATH, add_workbench
 
 log = logging.getLogger("toolmesh.gateway")
 
@@ -115,6 +118,8 @@ class GatewayOptions:
     #: sockets already listening (:func:`toolmesh.gateway.listen.bind_listeners`) to serve
     #: instead of binding ``host`` and ``port``, which then only name them
     sockets: tuple[socket.socket, ...] = field(default=(), compare=False, repr=False)
+    #: serve the Workbench (the web UI, :mod:`toolmesh.web`) at ``/workbench/``
+    workbench: bool = True
 
 
 #: how much longer than the services' drain the gateway waits for their last answers
@@ -197,6 +202,8 @@ class Gateway:
         app.router.add_post("/api/v1/{service}", self._global_rest)
         app.router.add_get("/api/v1/health", self._health)
         app.router.add_get(METRICS_PATH, self._metrics)
+        if self.options.workbench:
+            add_workbench(app)
         return app
 
     async def start(self) -> None:
@@ -233,6 +240,8 @@ class Gateway:
         self.url = f"http://{self.options.host}:{port}/"
         log.info("gateway listening on %s%s", self.url,
                  " (bearer token required)" if self.auth.required else "")
+        if self.options.workbench:
+            log.info("the Workbench (web UI): %s%s", self.url, WORKBENCH_PATH.lstrip("/"))
         if self.access.allow_origins:
             log.info("web pages of these origins may call it: %s",
                      ", ".join(sorted(self.access.allow_origins)))

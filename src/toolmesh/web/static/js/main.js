@@ -1,0 +1,143 @@
+// The Workbench's shell: sign-in, the workspace, the navigation and the page router.
+// Each page is a module in pages/ exporting `render(ctx)` → an element (or a promise of one);
+// ctx = {api, session, navigate}. Pages are loaded when first visited.
+
+import { Api, ApiError } from "./api.js";
+import { h, field, replace, select, status } from "./dom.js";
+
+export const PAGES = [
+  { route: "tools", title: "Tools", module: "./pages/tools.js" },
+  { route: "mcp", title: "MCP servers", module: "./pages/mcp.js" },
+  { route: "services", title: "Tool services", module: "./pages/services.js" },
+  { route: "prompts", title: "Prompts", module: "./pages/prompts.js" },
+  { route: "agent", title: "Agent", module: "./pages/agent.js" },
+  { route: "config", title: "Config", module: "./pages/config.js" },
+];
+
+/** What the signed-in token may do (its capabilities, as `iam whoami` tells them). */
+export class Session {
+  constructor(user) {
+    this.user = user;
+    this.capabilities = new Set(user.roles || []);
+  }
+
+  /** Whether the token has capability (config:read, config:write, agent, tools:invoke, admin). */
+  can(capability) {
+    return this.capabilities.has(capability);
+  }
+
+  /** Whether the token may write config (forms are read-only without it). */
+  get canWrite() {
+    return this.can("config:write");
+  }
+}
+
+const api = new Api();
+const root = document.getElementById("app");
+let session = null;
+
+function signIn(message = "") {
+  const token = h("input", { type: "password", name: "token", autocomplete: "current-password",
+    spellcheck: "false" });
+  const tokenField = field("Token", token, {
+    hint: "The gateway's token or a scoped one (toolmesh token create). Kept in this tab only. "
+      + "Leave empty if the gateway has none." });
+  const note = status(message, message ? "error" : "");
+  const form = h("form", { class: "sign-in", "aria-labelledby": "sign-in-title",
+    onsubmit: async (event) => {
+      event.preventDefault();
+      note.set("Signing in…", "busy");
+      api.setToken(token.value.trim());
+      try {
+        await start();
+      } catch (e) {
+        api.setToken("");
+        note.set(e instanceof ApiError && (e.status === 401 || e.type === "auth-failed")
+          ? "That token was refused." : `Cannot sign in: ${e.message}`, "error");
+        token.focus();
+      }
+    } },
+  h("h1", { id: "sign-in-title" }, "toolmesh Workbench"),
+  // password managers look for a user name beside a password; a token has none
+  h("input", { type: "text", name: "username", autocomplete: "username", value: "toolmesh",
+    class: "visually-hidden", tabindex: "-1", "aria-hidden": "true", readonly: true }),
+  tokenField,
+  h("button", { type: "submit", class: "primary" }, "Sign in"),
+  note);
+  replace(root, h("main", { class: "centered" }, form));
+  token.focus();
+}
+
+async function start() {
+  const user = await api.whoami();
+  session = new Session(user);
+  let workspaces = [api.workspace];
+  try {
+    workspaces = await api.workspaces();
+  } catch {
+    // a token without list rights still has its own workspace
+  }
+  if (!workspaces.includes(api.workspace)) {
+    api.setWorkspace(workspaces.includes(user.workspace) ? user.workspace : workspaces[0] || "default");
+  }
+  shell(workspaces);
+  window.addEventListener("hashchange", show);
+  await show();
+}
+
+function shell(workspaces) {
+  const workspace = select(workspaces, { value: api.workspace, id: "workspace" });
+  workspace.addEventListener("change", () => {
+    api.setWorkspace(workspace.value);
+    show();
+  });
+  const nav = h("nav", { "aria-label": "Workbench" }, h("ul", {},
+    PAGES.map((p) => h("li", {}, h("a", { href: `#/${p.route}`, dataset: { route: p.route } }, p.title)))));
+  const who = h("span", { class: "who", title: session.user.name || "" },
+    session.user.id, session.canWrite ? "" : " (read-only)");
+  const signOut = h("button", { type: "button", onclick: () => {
+    api.setToken("");
+    window.removeEventListener("hashchange", show);
+    signIn();
+  } }, "Sign out");
+  replace(root,
+    h("header", { class: "top" },
+      h("a", { class: "brand", href: "#/tools" }, "toolmesh"),
+      nav,
+      h("div", { class: "account" },
+        h("label", { for: "workspace" }, "Workspace"), workspace, who, signOut)),
+    h("main", { id: "page", tabindex: "-1" }));
+}
+
+async function show() {
+  const route = (location.hash.replace(/^#\/?/, "").split("/")[0]) || "tools";
+  const page = PAGES.find((p) => p.route === route) || PAGES[0];
+  for (const link of document.querySelectorAll("nav a")) {
+    if (link.dataset.route === page.route) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  document.title = `${page.title} · toolmesh Workbench`;
+  const main = document.getElementById("page");
+  replace(main, status("Loading…", "busy"));
+  try {
+    const module = await import(page.module);
+    const ctx = { api, session, navigate: (r) => { location.hash = `#/${r}`; } };
+    const content = await module.render(ctx);
+    if (document.getElementById("page") === main) replace(main, content);
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) {
+      api.setToken("");
+      signIn("The token is no longer accepted; sign in again.");
+      return;
+    }
+    replace(main, h("h1", {}, page.title), status(`Cannot show this page: ${e.message}`, "error"));
+  }
+}
+
+(async () => {
+  try {
+    await start();  // a token from this tab's session, or a gateway without a token
+  } catch {
+    signIn(api.token ? "The saved token is no longer accepted; sign in again." : "");
+  }
+})();
