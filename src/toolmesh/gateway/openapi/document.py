@@ -170,6 +170,17 @@ def _paths() -> dict[str, Any]:
                                               "application/openmetrics-text": {
                                                   "schema": {"type": "string"}}}},
                           **_errors(("401", *ANY_ROUTE))}}},
+        "/": {"get": _page_redirect("root", "The gateway's root: leads to the Workbench")},
+        "/workbench": {"get": _page_redirect("workbenchRedirect", "Leads to /workbench/")},
+        "/workbench/": {"get": _page("workbench", "The Workbench (web UI)", (
+            "The Workbench's page (docs/workbench.md): a client of this API, signed in with a "
+            "token in the browser. Served without a token (it holds no secret), with a "
+            "Content-Security-Policy that allows only this origin's scripts and connections; "
+            "absent when the gateway runs with --no-workbench."))},
+        "/workbench/{name}": {"get": _page("workbenchFile", "One of the Workbench's files", (
+            "A script, stylesheet or image of the Workbench; 404 for any other name."),
+            parameters=[{"name": "name", "in": "path", "required": True,
+                         "schema": {"type": "string"}}])},
         "/api/v1/socket": {"get": {
             "operationId": "socket", "summary": "WebSocket: many requests on one connection",
             "description": SOCKET, "tags": ["gateway"],
@@ -310,9 +321,36 @@ def document() -> dict[str, Any]:
         "tags": [{"name": "gateway", "description": "the gateway itself"},
                  {"name": "global services", "description": "POST /api/v1/{service}"},
                  {"name": "per-flow services",
-                  "description": "POST /api/v1/flow/{flow}/service/{service}"}],
+                  "description": "POST /api/v1/flow/{flow}/service/{service}"},
+                 {"name": "workbench", "description": "the web UI's files (docs/workbench.md)"}],
         # optional: a gateway without a token needs none
         "security": [{"bearer": []}, {}],
         "paths": _paths(),
         "components": _components(),
     }
+
+
+def _page(operation: str, summary: str, description: str, *,
+          parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A Workbench file's GET: no token, the file or a JSON 404."""
+    found: dict[str, Any] = {
+        "operationId": operation, "summary": summary, "description": description,
+        "tags": ["workbench"], "security": [],
+        "responses": {"200": {"description": "The file.", "content": {
+                          kind: {"schema": {"type": "string"}} for kind in (
+                              "text/html", "text/javascript", "text/css", "image/svg+xml")}},
+                      "304": {"description": "Not modified (`If-None-Match`)."},
+                      "404": _json(ref("Error"), "No such file, or the Workbench is off."),
+                      **_errors(ANY_ROUTE)}}
+    if parameters:
+        found["parameters"] = parameters
+    return found
+
+
+def _page_redirect(operation: str, summary: str) -> dict[str, Any]:
+    return {"operationId": operation, "summary": summary, "tags": ["workbench"],
+            "security": [],
+            "responses": {"302": {"description": "To `/workbench/`.",
+                                  "headers": {"Location": {"schema": {"type": "string"}}}},
+                          "404": _json(ref("Error"), "The Workbench is off."),
+                          **_errors(ANY_ROUTE)}}
