@@ -11,6 +11,7 @@ config put, delete                         ``config:write`` in the workspace
 config put of a secret or a stdio item     ``config:write`` and ``admin`` in the workspace
 agent, agent-tools, agent-services,        ``agent`` in the workspace
 prompt, text-completion
+prompt render of a draft ``template``      ``config:write`` in the workspace
 mcp-tool, tool-service                     ``tools:invoke`` in the workspace
 token (create, list, revoke)               ``admin`` (within its own scope, see
                                            :mod:`toolmesh.gateway.tokens`)
@@ -24,7 +25,9 @@ any other service or operation             ``admin`` in every workspace
 A put "carries a secret" when a secret slot of an item (an ``mcp`` item's ``auth-token`` or
 ``env``, a tool's secret-named config-param) or a URL's password or secret parameter holds
 something other than ``***`` (sending ``***`` back keeps the stored secret: that is not
-writing one).
+writing one). A prompt request carrying a ``template`` (a draft to render) runs Jinja text the
+caller wrote: only who may write a template may do that, so it needs ``config:write`` rather
+than ``agent`` (rendering a stored template by ``id`` is a prompt request like any other).
 """
 
 from __future__ import annotations
@@ -74,6 +77,10 @@ def need(service: str, request: dict[str, Any]) -> Need:
     op = operation if isinstance(operation, str) else repr(operation)
     if service == "config":
         return _config_need(op, request)
+    if service == "prompt" and request.get("template") is not None:
+        # any prompt request with a template, whatever its operation: the prompt service
+        # reads one only to render it, and a caller must not find a way round this rule
+        return Need(capability="config:write", what="prompt render of a draft template")
     if service in SERVICE_NEEDS:
         return Need(capability=SERVICE_NEEDS[service], what=service)
     if service == "token":

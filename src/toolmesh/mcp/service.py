@@ -6,6 +6,9 @@ Request ``{"name": "<mcp config id>", "parameters": {...} | "<JSON text of an ob
 A discovery request ``{"name": id, "operation": "describe"}`` answers ``object`` = the JSON of
 ``{"name", "description", "inputSchema", "execution"?}`` of the remote tool (``execution``
 as the server lists it: ``{"taskSupport": "required"}`` marks a tool this client cannot call).
+``{"name": id, "operation": "list-tools"}`` answers ``object`` = the JSON of
+``[{"name", "description", "inputSchema", "execution"?}, ...]``: every tool the item's server
+lists, whatever its ``remote-name`` (to test a connection, or to choose the remote tool).
 
 Progress (:mod:`toolmesh.mcp.progress`): the server's progress notifications push a call's
 ``timeout`` back, up to ``"max-timeout"`` (default: the service's ``max_call_timeout``); with
@@ -17,8 +20,8 @@ Sampling requests of servers whose item allows it go to the text-completion serv
 When a server's tools change (it sent ``notifications/tools/list_changed``, refused a call's
 arguments, or its ``mcp`` item changed or went) the service says so on its notify queue
 (:mod:`toolmesh.mcp.notices`); a call whose arguments the server refused fails with type
-"invalid-arguments". ``describe`` always lists
-the server's tools afresh: clients ask for it rarely (the agent: after its TTL or a notice).
+"invalid-arguments". ``describe`` and ``list-tools`` always list
+the server's tools afresh: clients ask for them rarely (the agent: after its TTL or a notice).
 
 The servers come from config items of type ``mcp``; additions, changes (the old session is
 closed, the next call connects anew) and deletions apply while the service runs.
@@ -41,6 +44,7 @@ from toolmesh.errors import RequestError, ServiceError, ToolmeshError
 from toolmesh.llm.service import TextCompletionClient
 from toolmesh.logs import register_secret
 from toolmesh.mcp.config import McpServer
+from toolmesh.mcp.connection import RemoteTool
 from toolmesh.mcp.errors import InvalidArguments, McpError
 from toolmesh.mcp.notices import (
     MCP_TOOL_NOTIFY_QUEUE,
@@ -260,6 +264,8 @@ class McpToolService(Service):
             operation = "invoke"
         if operation == "describe":
             await reply(response(object=await self.describe(server, timeout=timeout)))
+        elif operation == "list-tools":
+            await reply(response(object=await self.list_tools(server, timeout=timeout)))
         elif operation in ("invoke", "call"):
             parameters = parse_parameters(request.get("parameters"))
             # progress moves the deadline and may be streamed back (mcp/progress.py)
@@ -270,21 +276,22 @@ class McpToolService(Service):
             await progress.settled()
             await reply(self._result_response(server, result))
         else:
-            raise bad_request(f"unknown operation {operation!r}; operations: invoke, describe")
+            raise bad_request(f"unknown operation {operation!r}; operations: invoke, describe, list-tools")
 
     async def describe(self, server: McpServer, *, timeout: float) -> dict[str, Any]:
         """``{"name", "description", "inputSchema"}`` of the remote tool."""
         tools = await self.pool.list_tools(server, timeout=timeout, refresh=True)
         for tool in tools:
             if tool.name == server.remote_name:
-                described = {"name": tool.name, "description": tool.description,
-                             "inputSchema": tool.input_schema}
-                if tool.task_support is not None:
-                    described["execution"] = {"taskSupport": tool.task_support}
-                return described
+                return _described(tool)
         names = ", ".join(sorted(t.name for t in tools)) or "none"
         raise McpError(f"MCP server {server.id!r} has no tool {server.remote_name!r} "
                        f"(tools: {names})")
+
+    async def list_tools(self, server: McpServer, *, timeout: float) -> list[dict[str, Any]]:
+        """Every tool of the item's server, described as :meth:`describe` describes one."""
+        tools = await self.pool.list_tools(server, timeout=timeout, refresh=True)
+        return [_described(tool) for tool in tools]
 
     @staticmethod
     def _result_response(server: McpServer, result: McpResult) -> dict[str, Any]:
@@ -355,6 +362,28 @@ class McpToolClient(RpcClient):
             raise RequestError(f"the mcp-tool service described {name!r} as {described!r}",
                                type="mcp-error")
         return described
+
+    async def list_tools(self, name: str, *, timeout: float = 30.0,
+                         workspace: str | None = None) -> list[dict[str, Any]]:
+        """Every tool the server of mcp item ``name`` lists (``[{"name", "description",
+        "inputSchema"}, ...]``, asked afresh), whichever of them the item names."""
+        body: dict[str, Any] = {"name": name, "operation": "list-tools", "timeout": timeout}
+        if workspace is not None:
+            body["workspace"] = workspace
+        answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
+        tools = _decode(answer.get("object"))
+        if not isinstance(tools, list):
+            raise RequestError(f"the mcp-tool service listed the tools of {name!r} as "
+                               f"{tools!r}", type="mcp-error")
+        return tools
+
+
+def _described(tool: RemoteTool) -> dict[str, Any]:
+    described = {"name": tool.name, "description": tool.description,
+                 "inputSchema": tool.input_schema}
+    if tool.task_support is not None:
+        described["execution"] = {"taskSupport": tool.task_support}
+    return described
 
 
 def _decode(obj: Any) -> Any:

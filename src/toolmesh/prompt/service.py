@@ -7,6 +7,12 @@ Request ``{"id": "<template id>", "terms": {"<name>": "<JSON text>"}, "streaming
 stand for ``terms``. A request is served from its ``workspace``'s templates (default: the
 service's); nothing of another workspace is used or named.
 
+``"operation": "render"`` (toolmesh's own) renders without asking the LLM and answers
+``{"error": null, "system", "prompt", "end_of_stream": true, ...}`` (the other fields ``null``):
+of the template ``id``, or of a draft ``"template": {"prompt", "system"?, "response-type"?}``
+(text being edited, not stored) — the draft gets the workspace's system prompt when it has
+none of its own, as a stored template would. So an editor can show what the LLM would be sent.
+
 It talks to text-completion only through that service's wire format on the bus —
 request ``{"system", "prompt", "streaming"}``, response ``{"error", "response", "in_token",
 "out_token", "model", "end_of_stream"}`` — so any text-completion implementation will do.
@@ -19,6 +25,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
@@ -237,8 +244,38 @@ class PromptService(Service):
                               + ", ".join(sorted(prompts.templates)))
         return template
 
+    async def _draft(self, workspace: str, request: Mapping[str, Any]) -> PromptTemplate:
+        """The draft template of a render request, with the workspace's system prompt when it
+        has none of its own (as :func:`toolmesh.prompt.layout.load` gives a stored one)."""
+        draft = request.get("template")
+        if not isinstance(draft, dict):
+            raise PromptError("'template' must be an object {\"prompt\", \"system\"?, "
+                              f"\"response-type\"?}}, not {type(draft).__name__}")
+        id = request.get("id")
+        # the same parsing as a stored item's value: a draft is refused as a put would make
+        # the prompt service refuse it
+        template = PromptTemplate.from_config(id if isinstance(id, str) and id else "draft",
+                                              json.dumps(draft, ensure_ascii=False))
+        system = (await self._prompts(workspace)).system
+        return template if template.system or not system else replace(template, system=system)
+
+    async def _render(self, workspace: str, request: Mapping[str, Any], reply: Reply) -> None:
+        if request.get("template") is not None:
+            template = await self._draft(workspace, request)
+        else:
+            template = await self._template(workspace, request.get("id"))
+        system, prompt = template.render(request_variables(request))
+        await reply({**response(), "system": system, "prompt": prompt})
+
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
+        operation = request.get("operation")
+        if operation == "render":
+            await self._render(workspace, request, reply)
+            return
+        if operation is not None:
+            raise PromptError(f"unknown operation {operation!r}: a prompt request has no "
+                              "'operation' (render and complete) or 'render' (render only)")
         template = await self._template(workspace, request.get("id"))
         system, prompt = template.render(request_variables(request))
         streaming = request.get("streaming") is True and template.response_type == "text"

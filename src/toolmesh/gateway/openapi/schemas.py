@@ -368,10 +368,23 @@ def prompt_schemas() -> dict[str, Schema]:
         "PromptRequest": {
             "description": "A prompt template completed by the LLM (TrustGraph's prompt "
                            "service).",
-            "type": "object", "required": ["id"],
+            "type": "object",
             "properties": {
                 "id": text("the template's id: one `tg-show-prompts` lists (e.g. "
-                            "`question`)", minLength=1),
+                            "`question`); required unless a draft `template` is rendered",
+                           minLength=1),
+                "operation": {"const": "render",
+                              "description": "toolmesh's own: render the template without "
+                                             "asking the LLM, answering `system` and "
+                                             "`prompt` (absent: render and complete)"},
+                "template": {"type": "object", "required": ["prompt"],
+                             "description": "with `operation: render`, a draft to render "
+                                            "instead of a stored template (needs "
+                                            "`config:write`); it gets the workspace's "
+                                            "system prompt when it has none",
+                             "properties": {"prompt": {"type": "string"},
+                                            "system": {"type": "string"},
+                                            "response-type": {"enum": ["text", "json"]}}},
                 "variables": {"type": "object", "description": "the template's variables, "
                               "their values as they are (what TrustGraph's clients send); "
                               "they replace `terms`"},
@@ -393,6 +406,8 @@ def prompt_schemas() -> dict[str, Schema]:
             "properties": {
                 "text": {"type": "string"},
                 "object": text("the JSON text of a `json` template's answer"),
+                "system": text("`operation: render`: the system prompt the LLM would get"),
+                "prompt": text("`operation: render`: the prompt the LLM would get"),
                 "end_of_stream": {"type": "boolean"},
                 **_usage("when the LLM reported it"),
                 "error": ref("ServiceError")}},
@@ -432,10 +447,13 @@ def mcp_tool_schemas() -> dict[str, Schema]:
             "properties": {
                 "name": text("the id of an `mcp` config item", minLength=1),
                 "parameters": _object_or_jsontext("the tool's arguments"),
-                "operation": {"enum": ["invoke", "call", "describe"], "default": "invoke",
+                "operation": {"enum": ["invoke", "call", "describe", "list-tools"],
+                              "default": "invoke",
                               "description": "`describe` answers `object` = the JSON text of "
                                              "the remote tool's name, description and "
-                                             "inputSchema"},
+                                             "inputSchema; `list-tools` answers `object` = "
+                                             "the JSON text of a list of those, one per "
+                                             "tool the item's server lists"},
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
                             "description": "seconds the MCP call may take; each progress "
                                            "report of the server grants this much more"},
