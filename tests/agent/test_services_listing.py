@@ -71,7 +71,10 @@ async def test_a_configured_service_that_does_not_announce_has_no_known_liveness
     assert answer["version"] == 1  # the one put of load_jokes
     assert answer["services"] == [{
         "id": "joke-service", "configured": True, "announced": False, "enabled": True,
-        "request-queue": s.joke_queues[0], "live": None, "instances": [], "last-seen": None,
+        "request-queue": s.joke_queues[0],
+        "descriptor": {**JOKE_SERVICE, "request-queue": s.joke_queues[0],
+                       "response-queue": s.joke_queues[1]},
+        "live": None, "instances": [], "last-seen": None,
         "tools": [{"key": "tell-joke", "name": "tell-joke", "source": "configured",
                    "status": "offered"}]}]
 
@@ -85,6 +88,12 @@ async def test_an_announced_service_shows_its_live_instance(backend: Backend,
         assert await s.config.list("tool-service") == []
     (joke,) = answer["services"]
     (instance,) = joke.pop("instances")
+    # the descriptor the service announced, config-params and all: what a tool form needs
+    descriptor = joke.pop("descriptor")
+    assert descriptor["id"] == "joke-service"
+    assert descriptor["request-queue"] == s.joke_queues[0]
+    assert [p["name"] for p in descriptor["config-params"]] == \
+        [p["name"] for p in JOKE_SERVICE["config-params"]]
     assert joke == {
         "id": "joke-service", "configured": False, "announced": True, "enabled": True,
         "request-queue": s.joke_queues[0], "live": 1, "last-seen": joke["last-seen"],

@@ -70,7 +70,10 @@ async def test_rest_and_websocket_list_configured_and_announced_services(
     assert joke["tools"] == [{"key": "tell-joke", "name": "tell-joke", "source": "announced",
                               "status": "offered"}]
     assert other == {"id": "other", "configured": True, "announced": False, "enabled": True,
-                     "request-queue": OTHER_RQ, "live": None, "instances": [], "last-seen": None,
+                     "request-queue": OTHER_RQ,
+                     "descriptor": {"id": "other", "request-queue": OTHER_RQ,
+                                    "response-queue": OTHER_RQ + "-out"},
+                     "live": None, "instances": [], "last-seen": None,
                      "tools": []}
     assert frame == {"id": "s1", "response": body, "complete": True}
 

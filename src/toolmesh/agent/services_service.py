@@ -5,7 +5,8 @@ Request ``{"workspace"?: str, "version"?: int}`` on ``request:tg:agent-services:
 response::
 
     {"workspace", "version", "accepts-announcements": bool,
-     "services": [{"id", "configured", "announced", "enabled", "request-queue", "live",
+     "services": [{"id", "configured", "announced", "enabled", "request-queue",
+                   "descriptor", "live",
                    "instances": [{"instance", "host", "pid", "started", "last-heartbeat",
                                   "ttl"}],
                    "last-seen",
@@ -17,6 +18,9 @@ serving the service's request queue (``null``: none ever announced it, so nothin
 A tool's ``status`` is ``offered``, ``no-live-instance`` (offered, but every announced
 instance is gone: a call fails at once), ``overridden`` (an announced tool a configured item
 of its key replaces) or ``not-offered`` (``reason`` says why). Times are ISO 8601 UTC.
+``descriptor`` is the one the agent uses: the configured item's, else the one the live
+announcement offers (``null`` when neither parses), so a client can show an announced
+service's ``config-params`` before anyone configures it.
 ``version``: as for ``agent-tools`` (read your writes). The gateway serves it as
 ``POST /api/v1/flow/{flow}/service/agent-services``; `toolmesh services` prints it.
 
@@ -114,6 +118,16 @@ def _request_queue(descriptor: Mapping[str, Any] | None,
     return None
 
 
+def _descriptor(descriptor: Mapping[str, Any] | None,
+                record: ServiceRecord | None) -> dict[str, Any] | None:
+    # configured items win, as for the request queue
+    if isinstance(descriptor, Mapping):
+        return dict(descriptor)
+    if record is not None and record.offered is not None:
+        return dict(record.offered.descriptor)
+    return None
+
+
 def _live(id: str, descriptor: Mapping[str, Any] | None, record: ServiceRecord | None,
           registry: Registry | None) -> int | None:
     queue = _request_queue(descriptor, record)
@@ -133,6 +147,7 @@ def _service(id: str, descriptor: Mapping[str, Any] | None, configured: bool,
     return {"id": id, "configured": configured, "announced": record is not None,
             "enabled": descriptor is None or descriptor.get("enabled", True) is not False,
             "request-queue": _request_queue(descriptor, record),
+            "descriptor": _descriptor(descriptor, record),
             "live": live, "instances": instances,
             "last-seen": iso(record.last_seen) if record is not None else None,
             "tools": tools}

@@ -95,6 +95,11 @@ def agent_services_schemas() -> dict[str, Schema]:
                 "request-queue": {"type": ["string", "null"],
                                   "description": "the queue its tools are called on (the "
                                                  "config item's, else the announced one)"},
+                "descriptor": {"type": ["object", "null"],
+                               "description": "the tool-service descriptor the agent uses "
+                                              "(the config item's, else the announced one): "
+                                              "its `config-params` are what a tool of it "
+                                              "sets"},
                 "live": {"type": ["integer", "null"], "minimum": 0,
                          "description": "live announced instances; null: none ever "
                                         "announced it (it may have instances that do not)"},

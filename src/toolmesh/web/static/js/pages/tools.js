@@ -123,7 +123,9 @@ async function loadChoices(api, session) {
     attempt("service", () => api.values("tool-service")),
     session.can("agent") ? attempt("announced", async () => {
       const answer = await api.call("agent-services", {}, { flow: api.flow });
-      return (answer.services || []).filter((s) => !s.configured && s.announced).map((s) => s.id);
+      // an announced service's descriptor comes with it: its config-params are known too
+      return (answer.services || []).filter((s) => !s.configured && s.announced)
+        .map((s) => ({ key: s.id, value: s.descriptor, announced: true }));
     }) : [],
     attempt("mcp-tool", () => api.values("mcp")),
     attempt("template", () => api.values("prompt")),
@@ -134,8 +136,9 @@ async function loadChoices(api, session) {
     else if (!NOT_TEMPLATES.has(key)) templates.add(key);  // the older alias <id>
   }
   return {
-    services: services.filter((s) => s.value && typeof s.value === "object"),
-    announced: announced.filter((id) => !services.some((s) => s.key === id)),
+    services: [...services, ...announced.filter((a) => !services.some((s) => s.key === a.key))]
+      .filter((s) => s.value && typeof s.value === "object"),
+    announced: announced.filter((a) => !services.some((s) => s.key === a.key)).map((a) => a.key),
     servers: servers.map((s) => s.key),
     templates: [...templates].sort(),
     problems,
@@ -326,8 +329,11 @@ function chooser(names, current, name, locked, none) {
 }
 
 function serviceChooser(choices, current, locked) {
-  const options = choices.services.map((s) => [s.key, s.key]);
-  for (const id of choices.announced) options.push([id, `${id} (announced)`]);
+  const options = choices.services.map((s) => [s.key, s.announced ? `${s.key} (announced)` : s.key]);
+  for (const id of choices.announced) {
+    // announced with no descriptor to show (it did not parse): still a service to choose
+    if (!options.some(([v]) => v === id)) options.push([id, `${id} (announced)`]);
+  }
   const known = options.some(([v]) => v === current);
   if (current && !known) options.push([current, `${current} (not found)`]);
   if (!current) options.unshift(["", options.length ? "Choose…" : "(no tool services)"]);
