@@ -50,7 +50,7 @@ export async function render(ctx) {
   const page = h("div", { class: "tools-page" },
     h("h1", {}, "Tools"),
     h("p", { class: "muted" }, "The tools the agent may offer the LLM: the tool items of this "
-      + "workspace and the tools services announce. Status is the agent's own view."),
+      + "workspace and the tool services announce. Status is the agent's own view."),
     session.canWrite ? null : h("p", { class: "read-only-note" },
       "This token can only read config: tools are shown read-only."),
     h("div", { class: "toolbar" },
