@@ -24,5 +24,6 @@ class DialogTally:
 
     def wire(self) -> dict[str, Any]:
         """The fields the dialog's last message carries: ``tool_calls`` and ``tool_time``
-        (seconds, to the millisecond)."""
-        return {"tool_calls": self.tool_calls, "tool_time": round(self.tool_time, 3)}
+        (seconds, to the microsecond: calls to a service on the memory bus take well under a
+        millisecond, and two of them must not add up to 0)."""
+        return {"tool_calls": self.tool_calls, "tool_time": round(self.tool_time, 6)}

@@ -45,6 +45,13 @@ function actionEl(response) {
       pretty(response.arguments ?? {})));
 }
 
+/** Seconds as a person reads them: "0.4 ms", "12 ms", "2.35 s". */
+function duration(seconds) {
+  if (seconds < 0.01) return `${(seconds * 1000).toFixed(1)} ms`;
+  if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
+  return `${seconds.toFixed(2)} s`;
+}
+
 /** "Tokens in 12 · out 34 · model m · 1 tool call (0.01 s)" from the dialog's last message. */
 export function describeUsage(last) {
   const parts = [];
@@ -53,7 +60,7 @@ export function describeUsage(last) {
   if (last.model) parts.push(`model ${last.model}`);
   if (typeof last.tool_calls === "number") {
     const calls = `${last.tool_calls} tool call${last.tool_calls === 1 ? "" : "s"}`;
-    parts.push(typeof last.tool_time === "number" ? `${calls} (${last.tool_time} s)` : calls);
+    parts.push(typeof last.tool_time === "number" ? `${calls} (${duration(last.tool_time)})` : calls);
   }
   return `Usage: ${parts.join(" · ")}`;
 }
