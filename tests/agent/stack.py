@@ -4,6 +4,7 @@ ScriptedLLM), prompt, agent and the joke service — each a real service on the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -19,6 +20,7 @@ from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import ConfigService
 from toolmesh.config.store import open_store
 from toolmesh.llm import ScriptedLLM, TextCompletionService
+from toolmesh.llm.coalesce import Coalescing
 from toolmesh.mcp import McpToolService
 from toolmesh.prompt import PromptService
 from toolmesh.schema.agent import is_final
@@ -96,10 +98,14 @@ def observations(messages: list[dict[str, Any]]) -> list[str]:
 async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                       options: AgentOptions = AgentOptions(tool_timeout=5.0),
                       joke: bool = True, announce: bool = False,
-                      announcements: bool = True) -> AsyncIterator[Stack]:
+                      announcements: bool = True,
+                      coalescing: Coalescing | None = None) -> AsyncIterator[Stack]:
     """The services an agent needs, on ``backend``. ``joke``: run the joke service (its
     config items come with :meth:`Stack.load_jokes`); ``announce``: it announces itself;
-    ``announcements``: the agent listens to announcements."""
+    ``announcements``: the agent listens to announcements; ``coalescing``: how the
+    text-completion service and the agent gather a stream's pieces (default: theirs)."""
+    if coalescing is not None:
+        options = dataclasses.replace(options, coalescing=coalescing)
     t = backend.topic("stack")
     q = {name: (f"request:tg:{t}-{name}", f"response:tg:{t}-{name}")
          for name in ("config", "tc", "prompt", "agent", "joke", "mcp", "tools", "services")}
@@ -114,7 +120,8 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         stack.push_async_callback(store.close)
         await stack.enter_async_context(ConfigService(bus, store, **config_queues))
         await stack.enter_async_context(TextCompletionService(
-            bus, llm, request_queue=q["tc"][0], response_queue=q["tc"][1]))
+            bus, llm, request_queue=q["tc"][0], response_queue=q["tc"][1],
+            coalescing=options.coalescing))
         prompt = await stack.enter_async_context(PromptService(
             bus, request_queue=q["prompt"][0], response_queue=q["prompt"][1],
             text_completion_request_queue=q["tc"][0], text_completion_response_queue=q["tc"][1],

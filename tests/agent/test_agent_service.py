@@ -14,6 +14,7 @@ from tests.conftest import Backend
 from toolmesh import DynamicToolService
 from toolmesh.agent.react import AgentOptions
 from toolmesh.llm import Rule, ScriptedLLM
+from toolmesh.llm.coalesce import OFF
 from toolmesh.tools.services.joke import pick_joke
 
 #: after a step, end with the last observation
@@ -21,14 +22,16 @@ FINISH = Rule(r"\nObservation: (?P<obs>.*?)\n\nYour reply", "Thought: done\nFina
 JOKE_FOOD = 'Thought: a joke is needed\nAction: tell-joke\nArgs: {"topic": "food"}'
 
 
-@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("streaming", [False, "coalesced", "per word"])
 async def test_a_dialog_that_calls_the_joke_tool_service(backend: Backend, tmp_path: Path,
-                                                         streaming: bool) -> None:
+                                                         streaming: bool | str) -> None:
     llm = ScriptedLLM([JOKE_FOOD], rules=[Rule(r"Observation: (?P<obs>.*?)\n\nYour reply",
                                                "Thought: I have it\nFinal Answer: {obs}")])
-    async with agent_stack(backend, tmp_path, llm) as s:
+    async with agent_stack(backend, tmp_path, llm,
+                           coalescing=OFF if streaming == "per word" else None) as s:
         await s.load_jokes()
-        messages = await s.ask("Tell me a joke about food", user="alice", streaming=streaming)
+        messages = await s.ask("Tell me a joke about food", user="alice",
+                               streaming=bool(streaming))
     expected = f"Hey alice! Here's a pun for you:\n\n{pick_joke('food', 'pun')}"
     assert observations(messages) == [expected]
     assert answer_of(messages) == expected
@@ -36,8 +39,10 @@ async def test_a_dialog_that_calls_the_joke_tool_service(backend: Backend, tmp_p
     assert kinds[0] == "thought" and "observation" in kinds and kinds[-1] == "answer"
     if streaming:
         # thoughts and the answer arrive in chunks that join to the whole text
+        # (a chunk per word, or fewer when they are gathered), then an empty last one
         answer_chunks = [m["content"] for m in messages if m["message_type"] == "answer"]
-        assert len(answer_chunks) > 2 and "".join(answer_chunks) == expected
+        assert len(answer_chunks) > (2 if streaming == "per word" else 1)
+        assert "".join(answer_chunks) == expected and answer_chunks[-1] == ''
         first_thought = [m for m in messages if m["message_type"] == "thought"
                          and m["message_id"] == messages[0]["message_id"]]
         assert "".join(m["content"] for m in first_thought) == "a joke is needed"

@@ -163,3 +163,22 @@ async def test_delay_waits_before_answering() -> None:
     await llm.complete(system="", prompt="p")
     assert [c async for c in llm.stream(system="", prompt="p")] == ["slow ", "too"]
     assert loop.time() - start >= 0.1
+
+
+async def test_pace_waits_between_streamed_pieces() -> None:
+    llm = ScriptedLLM(["one two three"], pace=0.05)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert [c async for c in llm.stream(system="", prompt="p")] == ["one ", "two ", "three"]
+    assert loop.time() - start >= 0.1  # two pauses; none before the first piece
+    with pytest.raises(ValueError, match="pace must be 0 or more"):
+        ScriptedLLM(pace=-1)
+
+
+def test_pace_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text('{"default": "x", "pace": 0.01}')
+    assert ScriptedLLM.from_file(path).pace == 0.01
+    path.write_text('{"default": "x", "pace": -1}')
+    with pytest.raises(LLMError, match="'pace' must be a number of seconds"):
+        ScriptedLLM.from_file(path)

@@ -22,6 +22,7 @@ from toolmesh.llm import (
     TextCompletionClient,
     TextCompletionService,
 )
+from toolmesh.llm.coalesce import OFF, Coalescing
 
 TIMEOUT = 10
 MakeLLM = Callable[..., Awaitable[LLMProvider]]
@@ -59,11 +60,11 @@ def queues(backend: Backend) -> dict[str, str]:
     return {"request_queue": f"request:tg:{topic}", "response_queue": f"response:tg:{topic}"}
 
 
-async def serve(backend: Backend, llm: LLMProvider
+async def serve(backend: Backend, llm: LLMProvider, coalescing: Coalescing = Coalescing()
                 ) -> tuple[TextCompletionService, TextCompletionClient, RequestClient]:
     """The service, its client and a raw request client (to see the wire), all started."""
     q = queues(backend)
-    service = TextCompletionService(await backend.connect(), llm, **q)
+    service = TextCompletionService(await backend.connect(), llm, **q, coalescing=coalescing)
     await service.start()
     bus = await backend.connect()
     client = TextCompletionClient(bus, **q)
@@ -81,9 +82,10 @@ async def stop_later() -> AsyncIterator[list[Any]]:
         await part.stop()
 
 
-async def started(backend: Backend, llm: LLMProvider, stop_later: list[Any]
+async def started(backend: Backend, llm: LLMProvider, stop_later: list[Any],
+                  coalescing: Coalescing = Coalescing()
                   ) -> tuple[TextCompletionClient, RequestClient]:
-    service, client, raw = await serve(backend, llm)
+    service, client, raw = await serve(backend, llm, coalescing)
     stop_later.extend([service, client, raw])
     return client, raw
 
@@ -109,7 +111,7 @@ async def test_streaming_sends_a_response_per_chunk_then_a_final_one(
         backend: Backend, make_llm: MakeLLM, stop_later: list[Any]) -> None:
     text = "The capital of France is Paris."
     llm = await make_llm([text, text])
-    client, raw = await started(backend, llm, stop_later)
+    client, raw = await started(backend, llm, stop_later, OFF)
     messages = [m async for m in raw.stream({"system": "", "prompt": "Capital of France?",
                                              "streaming": True}, timeout=TIMEOUT)]
     *chunks, final = messages
@@ -276,3 +278,26 @@ async def test_the_default_queues_are_trustgraphs() -> None:
                 assert (await client.complete("", "hello", timeout=TIMEOUT)).text == "hi"
     finally:
         await bus.close()
+
+
+async def test_chunks_that_come_together_share_a_response(
+        memory: Backend, stop_later: list[Any]) -> None:
+    text = "The capital of France is Paris, on the Seine, and has been for a thousand years."
+    # a window no test outlasts: what is not sent at once goes out with the end
+    _, raw = await started(memory, ScriptedLLM([text, text]), stop_later,
+                           Coalescing(window=3600))
+    messages = [m async for m in raw.stream({"prompt": "Capital?", "streaming": True},
+                                            timeout=TIMEOUT)]
+    # the first word at once, the rest as soon as the stream ended; the same last response
+    assert [m["response"] for m in messages] == ["The ", text[4:], ""]
+    assert [m["end_of_stream"] for m in messages] == [False, False, True]
+    assert messages[-1]["out_token"] == len(text.split())
+
+    # at most max_chars are held
+    _, raw = await started(memory, ScriptedLLM([text]), stop_later,
+                           Coalescing(window=3600, max_chars=20))
+    messages = [m async for m in raw.stream({"prompt": "Capital?", "streaming": True},
+                                            timeout=TIMEOUT)]
+    chunks = [m["response"] for m in messages[:-1]]
+    assert "".join(chunks) == text and chunks[0] == "The "
+    assert all(len(c) >= 20 for c in chunks[1:-1]) and len(chunks) > 3

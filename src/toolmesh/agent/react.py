@@ -9,6 +9,7 @@ the dialog with an error message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -25,6 +26,7 @@ from toolmesh.agent.tally import DialogTally
 from toolmesh.agent.tools import Call, Tool, ToolError
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.errors import RequestError, RequestTimeout
+from toolmesh.llm.coalesce import Coalescer, Coalescing
 from toolmesh.llm.usage import metering
 from toolmesh.schema.agent import AgentRequest, Step, message, new_message_id
 from toolmesh.telemetry import metrics, tracing
@@ -61,6 +63,9 @@ class AgentOptions:
     template: str = "agent-react"
     #: the most bytes (UTF-8) of a tool's result the LLM sees; more is cut, with a note
     max_observation: int = DEFAULT_MAX_OBSERVATION
+    #: how a streamed thought's and answer's pieces are gathered into messages
+    #: (:data:`toolmesh.llm.coalesce.OFF`: a message per piece the parser sets free)
+    coalescing: Coalescing = Coalescing()
 
 
 class ReactLoop:
@@ -187,42 +192,67 @@ class ReactLoop:
                                    end_of_dialog=True, answer=reply.answer))
             return reply
         parser = StreamingParser()
+        # The thought and the answer go out as the LLM writes them, the pieces that come close
+        # together in one message (toolmesh.llm.coalesce): a message per word would cost a
+        # publish and a delivery per word.
+        coalescing = self.options.coalescing
+        thoughts = Coalescer(lambda text: emit(message("thought", text, message_id=thought_id,
+                                                       end_of_message=False)), coalescing)
+        answers = Coalescer(lambda text: emit(message("answer", text, message_id=answer_id,
+                                                      end_of_message=False)), coalescing)
         thought_open = answer_started = False
 
-        async def say_thought(text: str, *, last: bool) -> None:
+        async def end_thought(text: str) -> None:
+            """The thought's last message: what is held of it, then ``text``."""
             nonlocal thought_open
+            text = await thoughts.take() + text
             if text or thought_open:
-                await emit(message("thought", text, message_id=thought_id, end_of_message=last))
-                thought_open = not last
+                await emit(message("thought", text, message_id=thought_id, end_of_message=True))
+            thought_open = False
 
         # Chunks already waiting are handed over without the event loop ever running anything
         # else, so a long answer would hold up every other dialog until it ends: give way once
         # per time slice.
         loop = asyncio.get_running_loop()
         give_way_at = loop.time() + STREAM_SLICE
-        async for chunk in self.prompts.stream(self.options.template, variables,
-                                               timeout=self.options.llm_timeout,
-                                               workspace=workspace):
-            if loop.time() >= give_way_at:
-                await asyncio.sleep(0)
-                give_way_at = loop.time() + STREAM_SLICE
-            thought, answer = parser.feed(chunk)
-            if thought:
-                await say_thought(thought, last=False)
-            if answer:
-                if thought_open:
-                    await say_thought("", last=True)  # the thought is over once the answer begins
-                answer_started = True
-                await emit(message("answer", answer, message_id=answer_id, end_of_message=False))
-        thought, answer, reply = parser.finish()
-        await say_thought(thought, last=True)
-        if isinstance(reply, FinalAnswer):
-            if answer:
-                await emit(message("answer", answer, message_id=answer_id, end_of_message=False))
-            await emit(message("answer", "", message_id=answer_id, end_of_dialog=True,
-                               answer=reply.answer))
-        elif answer_started:
-            log.warning("a streamed answer turned out not to be final")
+        try:
+            try:
+                async for chunk in self.prompts.stream(self.options.template, variables,
+                                                       timeout=self.options.llm_timeout,
+                                                       workspace=workspace):
+                    if loop.time() >= give_way_at:
+                        await asyncio.sleep(0)
+                        give_way_at = loop.time() + STREAM_SLICE
+                    thought, answer = parser.feed(chunk)
+                    if thought:
+                        if answer_started:
+                            await answers.flush()  # what is out stays in order
+                        thought_open = True
+                        await thoughts.add(thought)
+                    if answer:
+                        if thought_open:
+                            await end_thought("")  # the thought is over once the answer begins
+                        answer_started = True
+                        await answers.add(answer)
+            except Exception:
+                with contextlib.suppress(Exception):  # what came before the failure goes out
+                    await thoughts.flush()
+                    await answers.flush()
+                raise
+            thought, answer, reply = parser.finish()
+            await end_thought(thought)
+            if isinstance(reply, FinalAnswer):
+                await answers.add(answer)
+                await answers.flush()
+                await emit(message("answer", "", message_id=answer_id, end_of_dialog=True,
+                                   answer=reply.answer))
+            else:
+                await answers.flush()
+                if answer_started:
+                    log.warning("a streamed answer turned out not to be final")
+        finally:
+            thoughts.cancel()
+            answers.cancel()
         return reply
 
     async def _act(self, action: Action, offered: Mapping[str, Tool], user: str,

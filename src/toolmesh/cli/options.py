@@ -100,6 +100,16 @@ AGENT_BOUNDS = (
           "bytes of a tool's result the LLM sees; a longer result is cut with a note"),
 )
 
+#: how a stream's pieces are gathered into messages, by the text-completion service and the
+#: agent (:class:`toolmesh.llm.coalesce.Coalescing`)
+STREAM_BOUNDS = (
+    Bound("--stream-window", "TOOLMESH_STREAM_WINDOW", float, 0.01,
+          "seconds within which a streamed answer's pieces share a message (the first piece "
+          "and the end are never held); 0: a message per piece"),
+    Bound("--stream-max-chars", "TOOLMESH_STREAM_MAX_CHARS", int, 4096,
+          "characters of a streamed answer held that go out at once, however soon"),
+)
+
 DRAIN_TIMEOUT = Bound("--drain-timeout", "TOOLMESH_DRAIN_TIMEOUT", float, 10,
                       "on SIGTERM, seconds the requests in hand get to finish before they are "
                       "cancelled with an error reply")
@@ -290,6 +300,11 @@ def llm_api_key(args: argparse.Namespace) -> str | None:
 
 def add_agent(parser: argparse.ArgumentParser) -> None:
     add_bounds(parser, AGENT_BOUNDS)
+
+
+def add_streaming(parser: argparse.ArgumentParser) -> None:
+    """How the text-completion service and the agent gather a stream's pieces."""
+    add_bounds(parser, STREAM_BOUNDS)
 
 
 def add_lifecycle(parser: argparse.ArgumentParser) -> None:

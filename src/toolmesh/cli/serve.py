@@ -53,6 +53,7 @@ def add_parsers(commands: Any) -> None:
     options.add_gateway(p, startup_grace=0.0)
     options.add_llm(p)
     options.add_agent(p)
+    options.add_streaming(p)
     options.add_mcp_stdio(p)
     options.add_deadlines(p)
     options.add_lifecycle(p)
@@ -93,11 +94,11 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
                (options.add_config_store, options.add_mcp_stdio)),
     "gateway": ("the HTTP/WebSocket gateway (TrustGraph's /api/v1)",
                 (options.add_gateway, options.add_deadlines)),
-    "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_flow,
-                                            _agent_announcements)),
+    "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_streaming,
+                                            options.add_flow, _agent_announcements)),
     "prompt": ("the prompt service: templates completed by the LLM", ()),
     "text-completion": ("the LLM service: an OpenAI-compatible API, or the offline demo model",
-                        (options.add_llm,)),
+                        (options.add_llm, options.add_streaming)),
     "mcp-tool": ("the MCP tool service of a flow: calls the tools of MCP servers",
                  (options.add_mcp_stdio, options.add_flow)),
 }
@@ -236,7 +237,7 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
 
         provider = llm_provider(args)
         closers.append(provider)
-        return TextCompletionService(bus, provider)
+        return TextCompletionService(bus, provider, coalescing=_coalescing(args))
     if part == "prompt":
         from toolmesh.prompt import PromptService
 
@@ -252,7 +253,8 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         from toolmesh.agent.react import AgentOptions
         from toolmesh.agent.service import AgentService
 
-        agent_options = AgentOptions(**options.bound_values(args, options.AGENT_BOUNDS))
+        agent_options = AgentOptions(**options.bound_values(args, options.AGENT_BOUNDS),
+                                     coalescing=_coalescing(args))
         return AgentService(bus, options=agent_options,
                             request_queue=f"request:tg:agent:{args.flow}",
                             response_queue=f"response:tg:agent:{args.flow}",
@@ -263,6 +265,18 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                                 "response_queue": f"response:tg:agent-services:{args.flow}"},
                             announcements=not args.no_announcements)
     raise unknown_part(part)
+
+
+def _coalescing(args: argparse.Namespace) -> Any:
+    """The :class:`~toolmesh.llm.coalesce.Coalescing` of ``--stream-window`` and
+    ``--stream-max-chars``."""
+    from toolmesh.llm.coalesce import Coalescing
+
+    try:
+        return Coalescing(**{k.removeprefix("stream_"): v for k, v in
+                             options.bound_values(args, options.STREAM_BOUNDS).items()})
+    except ValueError as e:
+        raise ToolmeshError(str(e), type="usage-error") from None
 
 
 async def run_parts(parts: tuple[str, ...], args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}")
 #: a word with the whitespace after it, or leading whitespace: the pieces join to the text
 _WORDS = re.compile(r"\S+\s*|\s+")
 
-FILE_KEYS = ("responses", "rules", "default", "chunk_size", "delay")
+FILE_KEYS = ("responses", "rules", "default", "chunk_size", "delay", "pace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +52,26 @@ class ScriptedLLM:
     """An :class:`~toolmesh.llm.base.LLMProvider` that answers from a script (module docstring).
 
     ``chunk_size`` makes :meth:`stream` yield fixed-size pieces instead of words; ``delay``
-    waits that many seconds before each answer, to simulate a slow model. Token counts are
+    waits that many seconds before each answer, to simulate a slow model; ``pace`` streams a
+    piece every that many seconds, as a model writes (one that fell behind is not made to
+    wait: what the model wrote meanwhile is all there at once). Token counts are
     word counts (a stand-in, so code that passes them on can be tested); the model is
     ``"scripted"``.
     """
 
     def __init__(self, responses: Sequence[str] = (), *, rules: Sequence[Rule] = (),
                  default: str | None = None, chunk_size: int | None = None,
-                 delay: float = 0.0, name: str | None = None) -> None:
+                 delay: float = 0.0, pace: float = 0.0, name: str | None = None) -> None:
         if chunk_size is not None and chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, not {chunk_size!r}")
+        if not pace >= 0:
+            raise ValueError(f"pace must be 0 or more seconds, not {pace!r}")
         self._rules = [(_compile(rule.pattern), rule.response) for rule in rules]
         self._queue: deque[str] = deque(responses)
         self.default = default
         self.chunk_size = chunk_size
         self.delay = delay
+        self.pace = pace
         self.name = name or f"scripted ({len(self._queue)} responses, {len(self._rules)} rules)"
         #: every ``(system, prompt)`` received, in order (also those that got no answer)
         self.prompts: list[tuple[str, str]] = []
@@ -74,7 +79,8 @@ class ScriptedLLM:
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedLLM:
         """Load a script: ``{"responses": [...], "rules": [{"match": "...", "response":
-        "..."}], "default": "..."}`` (every key optional; also ``chunk_size``, ``delay``)."""
+        "..."}], "default": "..."}`` (every key optional; also ``chunk_size``, ``delay``,
+        ``pace``)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -140,11 +146,17 @@ class ScriptedLLM:
             await asyncio.sleep(self.delay)
         text = answer.text
         if self.chunk_size is None:
-            for piece in _WORDS.findall(text):
-                yield piece
+            pieces = _WORDS.findall(text)
         else:
-            for i in range(0, len(text), self.chunk_size):
-                yield text[i:i + self.chunk_size]
+            pieces = [text[i:i + self.chunk_size] for i in range(0, len(text), self.chunk_size)]
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for i, piece in enumerate(pieces):
+            # the model writes piece i at start + i * pace; what it wrote while nobody read
+            # is all there at the next read, as a socket would have buffered it
+            if self.pace > 0 and (wait := start + i * self.pace - loop.time()) > 0:
+                await asyncio.sleep(wait)
+            yield piece
         yield answer
 
 
@@ -196,5 +208,8 @@ def _script_options(data: Any) -> dict[str, Any]:
     delay = data.get("delay", 0.0)
     if not isinstance(delay, (int, float)) or isinstance(delay, bool):
         raise LLMError("'delay' must be a number of seconds")
+    pace = data.get("pace", 0.0)
+    if not isinstance(pace, (int, float)) or isinstance(pace, bool) or not pace >= 0:
+        raise LLMError("'pace' must be a number of seconds, 0 or more")
     return {"responses": responses, "rules": rules, "default": default,
-            "chunk_size": chunk_size, "delay": float(delay)}
+            "chunk_size": chunk_size, "delay": float(delay), "pace": float(pace)}

@@ -4,14 +4,18 @@ Request: ``{"system": str, "prompt": str, "streaming": bool}`` (``system`` and `
 optional). Response: ``{"error": null | {"type", "message"}, "response": str, "in_token":
 int | null, "out_token": int | null, "model": str | null, "end_of_stream": bool}``.
 
-Not streaming: one response, ``end_of_stream: true``. Streaming: one response per chunk
-(``end_of_stream: false``), then a last one with ``response: ""``, the token counts and the
-model when known, and ``end_of_stream: true``. An error — before or during a stream — is one
-response carrying ``error`` with ``end_of_stream: true``.
+Not streaming: one response, ``end_of_stream: true``. Streaming: responses carrying the text
+as the LLM writes it (``end_of_stream: false``), then a last one with ``response: ""``, the
+token counts and the model when known, and ``end_of_stream: true``. The chunks that come
+within a few milliseconds of each other share a response (:mod:`toolmesh.llm.coalesce`; the
+first chunk, and the end, are never held); with coalescing off, each chunk is a response of
+its own. An error — before or during a stream — is one response carrying ``error`` with
+``end_of_stream: true``, after the text that came before it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -20,6 +24,7 @@ from typing import Any
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
 from toolmesh.errors import ServiceError, ToolmeshError
 from toolmesh.llm.base import Completion, CompletionStream, LLMProvider
+from toolmesh.llm.coalesce import Coalescer, Coalescing
 from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
 from toolmesh.telemetry import metrics, tracing
@@ -88,17 +93,21 @@ class TextCompletionService(Service):
     ``<id>-request``). An :class:`~toolmesh.llm.base.LLMError` — or any other failure of the
     provider — becomes an error response of type ``llm-error``; the service keeps serving.
     The provider belongs to the caller: stopping the service does not close it.
+    ``coalescing``: how a stream's chunks are gathered into responses (:data:`~toolmesh.llm.
+    coalesce.OFF`: a response per chunk).
     """
 
     error_type = "llm-error"
 
     def __init__(self, bus: Bus, provider: LLMProvider, *,
                  request_queue: str = REQUEST_QUEUE, response_queue: str = RESPONSE_QUEUE,
-                 id: str = "text-completion", concurrency: int = DEFAULT_CONCURRENCY) -> None:
+                 id: str = "text-completion", concurrency: int = DEFAULT_CONCURRENCY,
+                 coalescing: Coalescing = Coalescing()) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.id = id
         self.provider = provider
+        self.coalescing = coalescing
 
     async def start(self) -> None:
         await super().start()
@@ -146,12 +155,23 @@ class TextCompletionService(Service):
             await reply(response(done.text, in_token=done.in_tokens, out_token=done.out_tokens,
                                  model=done.model))
             return done
+
+        async def send(text: str) -> None:
+            await reply(response(text, end_of_stream=False))
+
+        out = Coalescer(send, self.coalescing)
         chunks = self.provider.stream(system=system, prompt=prompt)
         try:
-            async for chunk in chunks:
-                if chunk:
-                    await reply(response(chunk, end_of_stream=False))
+            try:
+                async for chunk in chunks:
+                    await out.add(chunk)
+            except Exception:
+                with contextlib.suppress(Exception):  # the failure to report is the first
+                    await out.flush()  # the text before the failure goes out before its error
+                raise
+            await out.flush()
         finally:
+            out.cancel()
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 await aclose()  # on error or cancel, release the provider's response now
