@@ -149,9 +149,18 @@ class Gateway:
                                          allow_origins=options.allow_origins,
                                          allow_hosts=options.allow_hosts)
         self.endpoints: dict[str, Endpoint] = {}
+        tool_services = ToolServiceEndpoint(bus, max_timeout=options.deadlines.of("tool-service"),
+                                            announcements=options.announcements)
+
+        def present_config(response: dict[str, Any]) -> dict[str, Any]:
+            # a put answered here makes the descriptors read before it stale at once, before
+            # its push reaches the gateway: the caller's next tool-service call sees the put
+            tool_services.saw_config_version(response)
+            return mask_config_response(without_nulls(response))
+
         self.add(BusEndpoint(bus, "config", request_queue=CONFIG_REQUEST_QUEUE,
                              response_queue=CONFIG_RESPONSE_QUEUE, hint=hint("config"),
-                             present=lambda r: mask_config_response(without_nulls(r))))
+                             present=present_config))
         self.add(FlowEndpoint(bus, "agent", request_queue="request:tg:agent:{flow}",
                               response_queue="response:tg:agent:{flow}",
                               is_final=agent_is_final))
@@ -164,8 +173,7 @@ class Gateway:
         self.add(FlowEndpoint(bus, "agent-services",
                               request_queue="request:tg:agent-services:{flow}",
                               response_queue="response:tg:agent-services:{flow}", part="agent"))
-        self.add(ToolServiceEndpoint(bus, max_timeout=options.deadlines.of("tool-service"),
-                                     announcements=options.announcements))
+        self.add(tool_services)
         # TrustGraph's prompt and LLM services, on their wire (TrustGraph's clients stream
         # both over the WebSocket; REST joins a streamed answer into one body)
         self.add(FlowEndpoint(bus, "prompt", request_queue="request:tg:prompt:{flow}",

@@ -15,15 +15,25 @@ answer in time raises :class:`RequestTimeout`, which the gateway shows as a ``ti
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolmesh.bus.base import Bus
+from toolmesh.bus.base import Bus, Message, Subscription
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.config.client import ConfigClient
-from toolmesh.errors import RequestError, RequestTimeout, ServiceError, ToolmeshError
+from toolmesh.config.service import CONFIG_PUSH_QUEUE
+from toolmesh.errors import (
+    MalformedMessage,
+    RequestError,
+    RequestTimeout,
+    ServiceError,
+    ToolmeshError,
+)
 from toolmesh.registry.registry import Registry
 from toolmesh.rpc.pool import ClientPool
 from toolmesh.schema.json_object import json_object
@@ -31,6 +41,8 @@ from toolmesh.schema.json_text import loads
 from toolmesh.schema.tool_service import DEFAULT_USER
 from toolmesh.tools.client import ToolServiceClient
 from toolmesh.tools.queues import resolve_queues
+
+log = logging.getLogger("toolmesh.gateway")
 
 NAME = "tool-service"
 DEFAULT_CALL_TIMEOUT = 60.0
@@ -135,10 +147,15 @@ def _error(e: ToolmeshError) -> tuple[dict[str, Any], bool]:
 class ToolServiceEndpoint:
     """Calls the tool service a ``tool-service`` config item describes, per request.
 
-    The descriptor is read from the config service on every call (so a changed item applies
-    at once) — or, when the workspace has no item of that id, taken from a live instance's
-    announcement (``announcements=True``: the endpoint listens to them, as an agent does);
-    one client per queue pair is kept, because creating one subscribes a queue.
+    The descriptor comes from the config service — or, when the workspace has no item of that
+    id, from a live instance's announcement (``announcements=True``: the endpoint listens to
+    them, as an agent does); one client per queue pair is kept, because creating one
+    subscribes a queue.
+
+    Descriptors read are kept (:class:`DescriptorCache`) as long as no newer config version
+    is known: a config push, or a config response passing through this gateway
+    (:meth:`saw_config_version` — so a put through the gateway applies to the very next
+    call, before its push arrives). A call then costs one bus round trip, not two.
     """
 
     name = NAME
@@ -148,17 +165,22 @@ class ToolServiceEndpoint:
                  config_queues: Mapping[str, str] | None = None,
                  announcements: bool = True) -> None:
         """``max_timeout`` caps a request's ``timeout``; ``config_queues`` (``request_queue``,
-        ``response_queue``) reach a config service on other than the default queues."""
+        ``response_queue``, ``push_queue``) reach a config service on other than the default
+        queues."""
         self.max_timeout = max_timeout
         self._bus = bus
+        queues = dict(config_queues or {})
+        push_queue = queues.pop("push_queue", CONFIG_PUSH_QUEUE)
         self._config = ConfigClient(bus, timeout=config_timeout, when_no_consumer="fail",
-                                    **(config_queues or {}))
+                                    **queues)
+        self.descriptors = DescriptorCache(bus, push_queue=push_queue)
         self._clients = ClientPool()
         # quiet: the agent's registry logs the instances (often in the same process)
         self.registry = Registry(bus, quiet=True) if announcements else None
 
     async def start(self) -> None:
         await self._config.start()
+        await self.descriptors.start()
         if self.registry is not None:
             await self.registry.start()
 
@@ -166,7 +188,12 @@ class ToolServiceEndpoint:
         if self.registry is not None:
             await self.registry.stop()
         await self._clients.close()
+        await self.descriptors.stop()
         await self._config.stop()
+
+    def saw_config_version(self, response: Mapping[str, Any]) -> None:
+        """Note the ``version`` of a config response the gateway passed on (see the class)."""
+        self.descriptors.saw(response.get("version"))
 
     async def call(self, request: dict[str, Any], *, workspace: str,
                    flow: str) -> AsyncIterator[tuple[dict[str, Any], bool]]:
@@ -217,10 +244,9 @@ class ToolServiceEndpoint:
                 "end_of_stream": True}
 
     async def _descriptor(self, id: str, workspace: str) -> Descriptor:
-        try:
-            value = await self._config.get(NAME, id, workspace=workspace)
-        except RequestTimeout as e:
-            raise RequestTimeout(f"tool-service/{id} could not be read: {e.message}") from None
+        value = self.descriptors.get(workspace, id)
+        if value is MISSING:
+            value = await self._read(id, workspace)
         if value is None:
             announced = self.registry.offered(workspace).get(id) if self.registry else None
             if announced is not None:
@@ -232,6 +258,19 @@ class ToolServiceEndpoint:
                 f"'toolmesh config put tool-service/{id} descriptor.json'",
                 type="unknown-tool-service")
         return Descriptor.parse(id, value)
+
+    async def _read(self, id: str, workspace: str) -> str | None:
+        """The stored value of ``tool-service/id`` (``None``: none), kept in the cache."""
+        try:
+            answer = await self._config.request({"operation": "get", "workspace": workspace,
+                                                 "keys": [{"type": NAME, "key": id}]})
+        except RequestTimeout as e:
+            raise RequestTimeout(f"tool-service/{id} could not be read: {e.message}") from None
+        values = answer.get("values") or [{}]
+        value = values[0].get("value")
+        value = value if isinstance(value, str) else None
+        self.descriptors.put(workspace, id, value, version=answer.get("version"))
+        return value
 
     def _check_live(self, descriptor: Descriptor) -> None:
         """A service that announced its queue and has no live instance left fails at once
@@ -248,3 +287,101 @@ class ToolServiceEndpoint:
         return await self._clients.get(key, lambda: ToolServiceClient(
             self._bus, request_queue=key[0], response_queue=key[1], when_no_consumer="fail",
             hint=f"is the tool service {descriptor.id!r} (which consumes {key[0]}) running?"))
+
+
+#: what :meth:`DescriptorCache.get` answers for an entry it does not hold (``None`` is a
+#: value: "no such item")
+MISSING: Any = object()
+
+
+class DescriptorCache:
+    """Stored ``tool-service`` values by ``(workspace, id)``, each with the config version it
+    was read at, kept while no newer version is known.
+
+    Any change to the config makes every entry stale (the version is global; changes are
+    rare and a miss is one config read). A push with no change list — a config service that
+    (re)started, perhaps on another store — empties it. At most ``limit`` entries, the least
+    recently used going first.
+    """
+
+    def __init__(self, bus: Bus, *, push_queue: str = CONFIG_PUSH_QUEUE,
+                 limit: int = 4096) -> None:
+        self._bus = bus
+        self._push_queue = push_queue
+        self._limit = limit
+        self._entries: OrderedDict[tuple[str, str], tuple[int, str | None]] = OrderedDict()
+        #: the newest config version this gateway has heard of
+        self.latest = -1
+        self._subscription: Subscription | None = None
+        #: (version, future) of callers of :meth:`caught_up` still waiting
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    async def start(self) -> None:
+        self._subscription = await self._bus.subscribe(
+            self._push_queue, self._on_push, subscription="gateway-tool-services",
+            concurrency=1)
+
+    async def stop(self) -> None:
+        if self._subscription is not None:
+            await self._subscription.close()
+            self._subscription = None
+        self._entries.clear()
+
+    def get(self, workspace: str, id: str) -> str | None:
+        """The value read at the newest known version, or :data:`MISSING`."""
+        entry = self._entries.get((workspace, id))
+        if entry is None or entry[0] < self.latest:
+            return MISSING
+        self._entries.move_to_end((workspace, id))
+        return entry[1]
+
+    def put(self, workspace: str, id: str, value: str | None, *, version: Any) -> None:
+        """Keep ``value``, read at config ``version`` (not kept without a version)."""
+        if not isinstance(version, int) or isinstance(version, bool):
+            return
+        self.saw(version)
+        self._entries[(workspace, id)] = (version, value)
+        self._entries.move_to_end((workspace, id))
+        while len(self._entries) > self._limit:
+            self._entries.popitem(last=False)
+
+    def saw(self, version: Any) -> None:
+        """A config version exists: entries read before it are stale."""
+        if isinstance(version, int) and not isinstance(version, bool) and version > self.latest:
+            self.latest = version
+            self._wake()
+
+    async def caught_up(self, version: int) -> None:
+        """Return once config ``version`` (or a newer one) is known here: calls made after
+        that read what it holds."""
+        if self.latest >= version:
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((version, future))
+        try:
+            await future
+        finally:
+            self._waiters = [(v, f) for v, f in self._waiters if f is not future]
+
+    def _wake(self) -> None:
+        for version, future in self._waiters:
+            if version <= self.latest and not future.done():
+                future.set_result(None)
+
+    async def _on_push(self, message: Message) -> None:
+        try:
+            push = message.json()
+        except MalformedMessage as e:
+            log.warning("config push not understood: %s", e.message)
+            self._entries.clear()
+            return
+        changes = push.get("changes") if isinstance(push, dict) else None
+        version = push.get("version") if isinstance(push, dict) else None
+        if not isinstance(changes, dict) or not changes:
+            # a config service (re)started: its versions may not follow the ones we hold
+            self._entries.clear()
+            if isinstance(version, int) and not isinstance(version, bool):
+                self.latest = version
+                self._wake()
+            return
+        self.saw(version)
