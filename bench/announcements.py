@@ -28,6 +28,7 @@ A private RabbitMQ vhost is created with rabbitmqctl and deleted at the end (als
 or Ctrl-C); every child process is stopped.
 
     python bench/announcements.py [--rounds N] [--ttl T ...] [--quick] [--amqp URL]
+                                  [--json PATH]
 """
 
 from __future__ import annotations
@@ -50,8 +51,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import aio_pika  # noqa: E402
+from report import Figure, add_arguments, emit  # noqa: E402
 
 from bench.processes import Child, rabbit_vhost  # noqa: E402
 from toolmesh import connect  # noqa: E402
@@ -69,6 +72,7 @@ TOOL = "count-words"
 ANNOUNCEMENTS = "tg.notify.tool-descriptors"
 #: seconds any one wait may take before the bench gives up
 TIMEOUT = 60.0
+BENCH = "announcements"
 
 
 def stats(values: list[float], unit: Callable[[float], str]) -> str:
@@ -204,7 +208,7 @@ class Bench:
         return [n for _, n in arrivals], [b - a for a, b in itertools.pairwise(times)]
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> list[Figure]:
     rounds = args.rounds or (3 if args.quick else 7)
     ttls = args.ttl or ([1.0] if args.quick else [1.0, 3.0])
     kills = 3 if args.quick else 6
@@ -264,16 +268,30 @@ async def run(args: argparse.Namespace) -> None:
         print(f"   announcing adds to start-up: {ms(statistics.median(ready) - f)}; after ready:, "
               f"the registry hears it {stats(received, ms).strip()}, the agent offers it "
               f"{stats(added, ms).strip()}")
+        floor_what = "process start → ready:, --no-announcements"
+        figures = [Figure(bench=BENCH, path=f"floor: {floor_what}", value=f * 1e3, unit="ms",
+                          note=f"median of {rounds}")]
+        for name, values in rows[1:]:
+            figures.append(Figure(bench=BENCH, path=f"process start → {name}",
+                                  value=statistics.median(values) * 1e3, unit="ms", floor=f * 1e3,
+                                  floor_what=floor_what, note=f"median of {rounds}"))
 
         # 2 ---------------------------------------------------------------------------------
         print("2. removal of a stopped instance from the agent's registry")
         print(f"   {'SIGTERM (goodbye)':38s} {stats(goodbye, ms)}  "
               f"(ttl {DEFAULT_TTL:g} s: {statistics.median(goodbye) / DEFAULT_TTL:.3f} T)")
+        figures.append(Figure(bench=BENCH, path="SIGTERM → gone from the agent's registry "
+                              "(goodbye)", value=statistics.median(goodbye) * 1e3, unit="ms",
+                              note=f"median of {rounds}; the ttl is {DEFAULT_TTL:g} s"))
         for ttl in ttls:
             gone = [await b.killed(ttl, rng) for _ in range(kills)]
             print(f"   {f'SIGKILL, ttl T = {ttl:g} s':38s} {stats(gone, secs)}  "
                   f"{statistics.median(gone) / ttl:.2f} T (expected {2 / 3:.2f} .. 1 T; "
                   f"max {max(gone) / ttl:.2f} T)")
+            figures.append(Figure(bench=BENCH, path=f"SIGKILL → gone from the agent's registry, "
+                                  f"ttl {ttl:g} s", value=statistics.median(gone), unit="s",
+                                  floor=ttl, floor_what="the ttl", target="⅔ … 1× floor",
+                                  note=f"median of {kills}; max {max(gone) / ttl:.2f} of the ttl"))
 
         # 3 ---------------------------------------------------------------------------------
         ttl = ttls[-1]
@@ -289,6 +307,14 @@ async def run(args: argparse.Namespace) -> None:
         print(f"   at the default ttl {DEFAULT_TTL:g} s (a beat every {DEFAULT_TTL / 3:g} s): "
               f"{size * 3 / DEFAULT_TTL:.0f} B/s per instance per listener; 100 instances, "
               f"10 listeners: {size * 3 / DEFAULT_TTL * 1000 / 1024:.0f} KiB/s at the broker")
+        figures += [
+            Figure(bench=BENCH, path="bytes per announcement (JSON body)", value=size,
+                   unit="bytes", note=f"median of {len(sizes)}; a beat every ttl/3"),
+            Figure(bench=BENCH, path=f"announcement traffic per instance per listener, default "
+                   f"ttl {DEFAULT_TTL:g} s", value=size * 3 / DEFAULT_TTL, unit="B/s",
+                   note=f"measured {per_second:.2f} beats/s at ttl {ttl:g} s "
+                        f"(nominal {3 / ttl:.2f})"),
+        ]
     odd = [f"{c.name}: {line}" for c in b.children for line in c.notable] + [
         f"{c.name} exited with {c.returncode}" for c in b.children
         if c.returncode not in (0, -signal.SIGKILL, None)]
@@ -299,6 +325,7 @@ async def run(args: argparse.Namespace) -> None:
     else:
         print("child process logs: no warnings or errors; every process exited as told "
               "(0, or -9 after SIGKILL)")
+    return figures
 
 
 async def main() -> None:
@@ -308,7 +335,7 @@ async def main() -> None:
                         help="start-up rounds (default 7; 3 with --quick)")
     parser.add_argument("--ttl", type=float, action="append",
                         help="ttl for the SIGKILL figures; repeat for more (default 1 and 3)")
-    parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
+    add_arguments(parser)
     parser.add_argument("--seed", type=int, default=random.randrange(2**32),
                         help="for the kill moments")
     parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/",
@@ -320,8 +347,9 @@ async def main() -> None:
     # SIGTERM as Ctrl-C: cancel, so every `finally` stops its processes and deletes its vhost
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     start = time.perf_counter()
-    await run(args)
+    figures = await run(args)
     print(f"(total {time.perf_counter() - start:.0f} s)")
+    emit(figures, args)
 
 
 if __name__ == "__main__":

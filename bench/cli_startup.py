@@ -23,7 +23,8 @@ one; to compare with an earlier commit:
     mkdir /tmp/before && git archive REV src | tar -x -C /tmp/before
     python bench/cli_startup.py --src /tmp/before/src
 
-    python bench/cli_startup.py [--runs N] [--no-serve] [--no-cache] [--src DIR]
+    python bench/cli_startup.py [--runs N] [--no-serve] [--no-cache] [--src DIR] [--quick]
+                                [--json PATH]
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+
+from report import Figure, add_arguments, emit
 
 TOOL = json.dumps({"type": "tool-service", "name": "tell-joke", "description": "Tell a joke",
                    "service": "joke-service", "arguments": [
@@ -92,14 +95,17 @@ def once(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=10, help="runs of each (default 10)")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="runs of each (default 10; --quick 4)")
     parser.add_argument("--no-serve", action="store_true",
                         help="call a port nothing listens on instead of a toolmesh serve")
     parser.add_argument("--no-cache", action="store_true",
                         help="no bytecode cache: every run compiles what it imports")
     parser.add_argument("--src", type=Path, default=None,
                         help="run the toolmesh package under this folder, not the installed one")
+    add_arguments(parser)
     args = parser.parse_args()
+    args.runs = args.runs or (4 if args.quick else 10)
     commands = {
         "floor: python -c pass": [sys.executable, "-c", "pass"],
         "toolmesh --version": [script("toolmesh"), "--version"],
@@ -148,16 +154,31 @@ def main() -> None:
                 server.wait()
     medians = {name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
                for name, runs in samples.items()}
-    floor_wall, floor_cpu = medians["floor: python -c pass"]
-    target = "nothing listening" if args.no_serve else "a toolmesh serve"
+    floor_name = "floor: python -c pass"
+    floor_wall, floor_cpu = medians[floor_name]
+    target = "a port nothing listens on" if args.no_serve else "a toolmesh serve"
     cache = "none (every run compiles)" if args.no_cache else "cached"
     print(f"toolmesh: {Path(package).parent}; bytecode: {cache}")
     print(f"median of {args.runs} runs each, calls to {target}")
-    print(f"{'command':<28} {'wall':>9} {'ratio':>7} {'CPU':>9} {'ratio':>7}  exit")
+    bench = "cli_startup"
+    setting = f"median of {args.runs}; bytecode {cache}"
+    figures = [Figure(bench=bench, path="floor: python -c pass: start to exit, wall",
+                      value=floor_wall * 1e3, unit="ms",
+                      note=f"{setting}; CPU {floor_cpu * 1e3:.0f} ms")]
     for name, (wall, cpu) in medians.items():
-        print(f"{name:<28} {wall * 1e3:6.0f} ms {wall / floor_wall:6.1f}x "
-              f"{cpu * 1e3:6.0f} ms {cpu / floor_cpu:6.1f}x  "
-              f"{','.join(map(str, sorted(statuses[name])))}")
+        if name == floor_name:
+            continue
+        exits = ",".join(map(str, sorted(statuses[name])))
+        calls = f"; calls to {target}" if "config" in name else ""
+        figures += [
+            Figure(bench=bench, path=f"{name}: start to exit, wall", value=wall * 1e3,
+                   unit="ms", floor=floor_wall * 1e3, floor_what="python -c pass",
+                   note=f"{setting}{calls}; exit {exits}"),
+            Figure(bench=bench, path=f"{name}: start to exit, CPU", value=cpu * 1e3, unit="ms",
+                   floor=floor_cpu * 1e3, floor_what="python -c pass",
+                   note="user + system of the process"),
+        ]
+    emit(figures, args)
 
 
 if __name__ == "__main__":

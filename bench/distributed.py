@@ -23,7 +23,7 @@ Private RabbitMQ vhosts are created with rabbitmqctl and deleted at the end (als
 Ctrl-C); every child process is stopped with SIGTERM.
 
     python bench/distributed.py [--calls N] [--quick] [--skip-rabbitmq] [--skip-pulsar]
-                                [--amqp URL]
+                                [--amqp URL] [--json PATH]
 """
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.processes import Child, Children, rabbit_vhost  # noqa: E402
+from report import Figure, add_arguments, emit  # noqa: E402
+
+from bench.processes import Child, Children, PulsarLite, rabbit_vhost  # noqa: E402
 from bench.services import LATENCY  # noqa: E402
-from tests.pulsar_broker import PulsarLite  # noqa: E402
 from toolmesh import RequestClient, ToolServiceClient, connect  # noqa: E402
 from toolmesh.agent.service import AgentService  # noqa: E402
 from toolmesh.bus.base import Bus  # noqa: E402
@@ -78,6 +80,9 @@ JOKE_ITEMS = {("tool-service", "joke-service"): ROOT / "examples/joke/joke-servi
               ("tool", "tell-joke"): ROOT / "examples/joke/tell-joke.json"}
 
 Call = Callable[[], Awaitable[Any]]
+BENCH = "distributed"
+#: what the run measured, for bench/all.py's table
+FIGURES: list[Figure] = []
 
 
 @dataclass(frozen=True)
@@ -147,7 +152,7 @@ def tool_call(client: ToolServiceClient) -> Call:
 
 
 async def tool_round_trips(title: str, configs: dict[str, Call], s: Settings
-                           ) -> dict[str, float]:
+                           ) -> tuple[dict[str, float], dict[str, float]]:
     """Part 1 and 3: the first configuration against the others (the floors)."""
     for call in configs.values():  # warm up: connections, producers, caches
         await sequential(call, min(100, s.per_round))
@@ -175,7 +180,7 @@ async def tool_round_trips(title: str, configs: dict[str, Call], s: Settings
               f"{thr[main] / thr[floor]:.2f}x the calls/s")
     print(f"   (CPU here/call: this process's CPU time per call with {IN_FLIGHT} in flight — "
           f"the client alone\n    for '{main}', client and service for the others)")
-    return seq
+    return seq, thr
 
 
 # --- part 1 and 3: tool-service round trip ---------------------------------------------------
@@ -203,9 +208,21 @@ async def part_tools(title: str, broker: str, proc_url: str, bus: Bus, memory: B
                    "one process, memory bus": await client(memory, memory_topic)}
         answer = await configs[f"service process, {broker}"]()
         assert "Here's a pun" in answer, answer
-        seq = await tool_round_trips(title, configs, s)
+        seq, thr = await tool_round_trips(title, configs, s)
     report_logs(children)
-    return seq[f"service process, {broker}"]
+    main, local, memory_bus = configs
+    rounds = f"median of {s.rounds} alternating rounds"
+    FIGURES.extend([
+        Figure(bench=BENCH, path=f"tool-service round trip, {broker}, service in its own "
+               "process, sequential", value=seq[main] * 1e6, unit="µs",
+               floor=seq[local] * 1e6, floor_what=f"both in one process, {broker}",
+               note=f"{rounds}; memory bus {seq[memory_bus] * 1e6:.0f} µs"),
+        Figure(bench=BENCH, path=f"tool-service calls/s, {broker}, service in its own process, "
+               f"{IN_FLIGHT} in flight", value=thr[main], unit="calls/s", floor=thr[local],
+               floor_what=f"both in one process, {broker}", better="higher",
+               note=f"{rounds}; memory bus {thr[memory_bus]:,.0f} calls/s"),
+    ])
+    return seq[main]
 
 
 # --- part 2: agent dialog --------------------------------------------------------------------
@@ -284,6 +301,12 @@ async def part_agent(amqp: str, memory: Bus, tmp: Path, s: Settings,
     main = "5 processes, RabbitMQ"
     for floor in ("one process, RabbitMQ", "one process, memory bus"):
         print(f"   {main} vs {floor}: {per[main] / per[floor]:.2f}x")
+    FIGURES.append(Figure(
+        bench=BENCH, path="agent dialog (2 completions, 1 tool call), config/prompt/"
+        "text-completion/agent/joke as 5 processes, RabbitMQ", value=per[main] * 1e3, unit="ms",
+        floor=per["one process, RabbitMQ"] * 1e3, floor_what="all in one process, RabbitMQ",
+        note=f"sequential; median of {s.rounds} alternating rounds; memory bus "
+             f"{per['one process, memory bus'] * 1e3:.2f} ms"))
     if tool_round_trip:
         print(f"   = {per[main] / tool_round_trip:.1f} cross-process tool-service round trips "
               f"({fmt_us(tool_round_trip)} each, part 1)")
@@ -343,6 +366,17 @@ async def part_scaling(broker: str, url_for: Callable[[int], str], bus: Bus, s: 
               f"{rate[str(n)] / (n * cap):>8.0%}  {split}")
     print(f"   (ideal: {cap:.0f} calls/s per replica = 1 / {LATENCY * 1e3:g} ms; \"of ideal\" is "
           f"calls/s over replicas x {cap:.0f})")
+    what = f"a service waiting {LATENCY * 1e3:g} ms a call, --concurrency 1"
+    FIGURES.append(Figure(
+        bench=BENCH, path=f"scaling on {broker}: 1 replica, calls/s", value=one,
+        unit="calls/s", floor=cap, floor_what=f"the ideal, 1 / {LATENCY * 1e3:g} ms",
+        better="higher", note=f"{what}; {SCALE_IN_FLIGHT} in flight"))
+    for n in REPLICAS[1:]:
+        split = "/".join(str(v) for v in sorted(pids[n].values(), reverse=True))
+        FIGURES.append(Figure(
+            bench=BENCH, path=f"scaling on {broker}: {n} replicas (same --id), calls/s",
+            value=rate[str(n)], unit="calls/s", floor=one, floor_what="1 replica",
+            better="higher", target=f"≈ {n}× floor", note=f"{what}; work split {split}"))
     report_logs(children)
 
 
@@ -362,7 +396,7 @@ def report_logs(children: Children) -> None:
             ODD.extend(f"      {line}" for line in list(child.tail)[-12:])
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> list[Figure]:
     s = (Settings(calls=args.calls or 200, rounds=3, dialogs=30, scale_calls=15) if args.quick
          else Settings(calls=args.calls or 2000, rounds=5, dialogs=250, scale_calls=60))
     print(f"toolmesh distributed benchmark: {s.per_round} sequential calls x {s.rounds} rounds "
@@ -409,6 +443,7 @@ async def run(args: argparse.Namespace) -> None:
             print(f"   {line}")
     else:
         print("child process logs: no warnings or errors; every process exited cleanly (0)")
+    return FIGURES
 
 
 async def main() -> None:
@@ -417,7 +452,7 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=None,
                         help="sequential tool calls per configuration, over all rounds "
                              "(default 2000; 200 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
+    add_arguments(parser)
     parser.add_argument("--skip-rabbitmq", action="store_true")
     parser.add_argument("--skip-pulsar", action="store_true")
     parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/",
@@ -429,8 +464,9 @@ async def main() -> None:
     # SIGTERM as Ctrl-C: cancel, so every `finally` stops its processes and deletes its vhost
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     start = time.perf_counter()
-    await run(args)
+    figures = await run(args)
     print(f"(total {time.perf_counter() - start:.0f} s)")
+    emit(figures, args)
 
 
 if __name__ == "__main__":

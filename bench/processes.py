@@ -1,4 +1,5 @@
-"""Child processes for the benchmarks: toolmesh parts as real processes, and a RabbitMQ vhost.
+"""Child processes for the benchmarks: toolmesh parts as real processes, a RabbitMQ vhost, and
+a pulsar-lite broker.
 
 * :class:`Child` runs ``python -m toolmesh.cli.main ARGS``, waits for its ``ready:`` line
   (never a sleep), keeps draining its output for its whole life so it never blocks on a full
@@ -6,8 +7,11 @@
 * :class:`Children` starts batches of them in parallel and stops them all (last batch first)
   when its ``async with`` block ends — normally, on an exception, or on cancellation (Ctrl-C).
 * :func:`rabbit_vhost` creates a private vhost and deletes it again, also on failure.
+* :class:`PulsarLite` runs a pulsar-lite broker (the ``pulsar-lite`` package from PyPI: one
+  binary speaking Pulsar's binary protocol) on a free loopback port.
 
-The bench's own copy of ``tests/processes.py``'s idea; it imports nothing from ``tests/``.
+The bench's own copy of ``tests/processes.py``'s and ``tests/pulsar_broker.py``'s ideas; it
+imports nothing from ``tests/``.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -184,3 +190,74 @@ async def rabbit_vhost(base: str, vhost: str, user: str = "guest") -> AsyncItera
             if "not_found" not in str(e) and "does not exist" not in str(e):
                 print(f"warning: could not delete the RabbitMQ vhost {vhost!r}: {e}",
                       file=sys.stderr)
+
+
+class PulsarLite:
+    """One pulsar-lite process bound to 127.0.0.1 (its metrics endpoint off), with its data
+    in ``data_dir``; its log goes to ``data_dir / "pulsar-lite.log"``."""
+
+    READY_LINE = b"Server listening on"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.url = f"pulsar://127.0.0.1:{self.port}"
+        self.log_path = data_dir / "pulsar-lite.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pump: threading.Thread | None = None
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # its metrics endpoint would otherwise bind 0.0.0.0:8080
+        (data_dir / "pulsar-lite.toml").write_text("[metrics]\nenabled = false\n")
+
+    @staticmethod
+    def binary() -> str:
+        """``$PULSAR_LITE_BIN``, or the binary the ``pulsar-lite`` package ships."""
+        if os.environ.get("PULSAR_LITE_BIN"):
+            return os.environ["PULSAR_LITE_BIN"]
+        from pulsar_lite.binary_finder import find_pulsar_lite_binary
+
+        return str(find_pulsar_lite_binary())
+
+    def start(self, timeout: float = 30) -> None:
+        """Start the broker; return once it accepts connections."""
+        ready = threading.Event()
+        proc = subprocess.Popen(
+            [self.binary(), "--config", str(self.data_dir / "pulsar-lite.toml"),
+             "--addr", f"127.0.0.1:{self.port}", "--db-path", str(self.data_dir / "db")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=self.data_dir,
+            env={**os.environ, "RUST_LOG": "info"})
+        self._proc = proc
+
+        def pump() -> None:
+            # drains the pipe for the broker's whole life, so it never blocks on a full pipe
+            assert proc.stdout is not None
+            with proc.stdout, open(self.log_path, "ab") as log:
+                for line in proc.stdout:
+                    log.write(line)
+                    log.flush()
+                    if self.READY_LINE in line:
+                        ready.set()
+            ready.set()
+
+        self._pump = threading.Thread(target=pump, name="pulsar-lite-log", daemon=True)
+        self._pump.start()
+        if not ready.wait(timeout) or proc.poll() is not None:
+            self.stop()
+            raise RuntimeError(f"pulsar-lite did not start; see {self.log_path}")
+
+    def stop(self) -> None:
+        """SIGTERM (SIGKILL if it does not exit within 10 s); wait for its log to end."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._pump is not None:
+            self._pump.join(10)  # it closes the pipe once the broker has gone

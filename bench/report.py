@@ -56,9 +56,9 @@ class Figure:
 
     def line(self) -> str:
         """The figure as one printed line."""
-        text = f"{self.path}: {_number(self.value)} {self.unit}"
+        text = f"{self.path}: {number(self.value)} {self.unit}"
         if self.floor is not None:
-            text += f"; floor {_number(self.floor)} {self.unit} ({self.floor_what or 'floor'})"
+            text += f"; floor {number(self.floor)} {self.unit} ({self.floor_what or 'floor'})"
             if self.ratio is not None:
                 text += f"; {self.ratio:.2f}× floor"
         if self.target:
@@ -68,7 +68,9 @@ class Figure:
         return text
 
 
-def _number(value: float) -> str:
+def number(value: float) -> str:
+    """``value`` as figures are printed: whole and with thousands separators from 100, one
+    decimal from 10, two below."""
     if value >= 100:
         return f"{value:,.0f}"
     if value >= 10:

@@ -25,9 +25,11 @@ the registry how many of each one op makes. Their product is what metrics add at
 in a hot loop the caches are warm; among the workload's own code the same instructions take
 longer (an instruction count under valgrind agrees with the product, the time does not).
 
-About a minute and a half on 2 shared cores.
+About a minute and a half on 2 shared cores (``--quick``: 11 rounds at half the scale, about
+20 s).
 
-    python bench/telemetry.py [--rounds N] [--scale X] [--exporter otlp|drop]
+    python bench/telemetry.py [--rounds N] [--scale X] [--exporter otlp|drop] [--quick]
+                              [--json PATH]
     OTEL_TRACES_SAMPLER=always_off python bench/telemetry.py    # spans that are not sampled
 """
 
@@ -56,6 +58,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 from prometheus_client import REGISTRY
+from report import Figure, add_arguments, emit
 
 from toolmesh import RequestClient, ToolServiceClient, connect
 from toolmesh.agent.service import AgentService
@@ -73,6 +76,7 @@ from toolmesh.telemetry import metrics, tracing
 from toolmesh.tools.queues import topic_queues
 from toolmesh.tools.services.joke import JokeService
 
+BENCH = "telemetry"
 MODES = ("floor", "metrics", "traced")
 LABELS = {"floor": "floor: metrics off, no traces", "metrics": "metrics on (the default)",
           "traced": "metrics on + traces exported"}
@@ -302,6 +306,28 @@ def spread(values: list[float]) -> str:
     return f"{q2:.3f}x ({q1:.3f}–{q3:.3f})"
 
 
+def figures(workload: str, samples: Samples, spans: float | None, exporter: str
+            ) -> list[Figure]:
+    """CPU per op with metrics on, and traced, beside the floor's (medians of the rounds)."""
+    floor_cpu = statistics.median(c for _, c in samples["floor"])
+    out = []
+    for mode, what in (("metrics", "metrics on (the default)"),
+                       ("traced", "metrics on + traces exported" if exporter == "otlp"
+                        else "metrics on + traces (exporter drops)")):
+        pairs = list(zip(samples[mode], samples["floor"]))
+        cpus = spread([c / f for (_, c), (_, f) in pairs])
+        walls = spread([w / f for (w, _), (f, _) in pairs])
+        note = (f"CPU of the process, medians of the rounds; each round against its floor, "
+                f"median (IQR): CPU {cpus}, wall {walls}")
+        if mode == "traced" and spans is not None:
+            note += f"; {spans:.2f} spans an op"
+        out.append(Figure(bench=BENCH, path=f"{workload}, {what}",
+                          value=statistics.median(c for _, c in samples[mode]) * 1e6,
+                          unit="µs", floor=floor_cpu * 1e6, floor_what="metrics off, no traces",
+                          note=note))
+    return out
+
+
 def report(title: str, samples: Samples, counts: dict[str, float], spans: float | None,
            costs: dict[str, tuple[float, float]]) -> None:
     print(title)
@@ -331,11 +357,16 @@ def report(title: str, samples: Samples, counts: dict[str, float], spans: float 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=31, help="rounds per workload")
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="multiplies the ops per batch (1: a batch takes 0.05-0.2 s)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds per workload (default 31; --quick 11)")
+    parser.add_argument("--scale", type=float, default=None,
+                        help="multiplies the ops per batch (1: a batch takes 0.05-0.2 s; "
+                             "the default; --quick 0.5)")
     parser.add_argument("--exporter", choices=("otlp", "drop"), default="otlp")
+    add_arguments(parser)
     args = parser.parse_args()
+    args.rounds = args.rounds or (11 if args.quick else 31)
+    args.scale = args.scale or (0.5 if args.quick else 1.0)
     # each batch's tracing.enable() sets the global provider again, which OTel refuses with
     # a warning; toolmesh traces with its own tracer, so the refusal changes nothing here
     logging.getLogger("opentelemetry.trace").setLevel(logging.ERROR)
@@ -349,6 +380,7 @@ async def main() -> None:
     traces = Tracing(args.exporter, sink_url)
     bus = await connect(new_memory_url())
     results = []
+    found: list[Figure] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             store = await open_store(str(Path(tmp) / "c.db"))
@@ -391,12 +423,15 @@ async def main() -> None:
                         await r.read()
                         assert r.status == 200, r.status
 
-                workloads: list[tuple[str, Op, int]] = [
-                    ("(a) tool-service round trip, memory bus", round_trip, 300),
-                    ("(b) agent dialog: 2 steps, 1 tool call, memory bus", dialog, 40),
-                    ("(c) gateway: config get over HTTP", config_get, 80),
+                workloads: list[tuple[str, str, Op, int]] = [
+                    ("(a) tool-service round trip, memory bus", "tool-service round trip",
+                     round_trip, 300),
+                    ("(b) agent dialog: 2 steps, 1 tool call, memory bus",
+                     "agent dialog (2 steps, 1 tool call)", dialog, 40),
+                    ("(c) gateway: config get over HTTP", "gateway config get over HTTP",
+                     config_get, 80),
                 ]
-                for title, op, n in workloads:
+                for title, short, op, n in workloads:
                     n = max(int(n * args.scale), 10)
                     before = (await traces.received())["spans"]
                     samples = await compare(op, n, args.rounds, traces)
@@ -406,6 +441,8 @@ async def main() -> None:
                     counts = await recordings_per_op(op, n)
                     results.append((f"{title}: {n} ops a batch, {args.rounds} rounds",
                                     samples, counts, spans))
+                    found += figures(f"{short}, memory bus, CPU per op", samples, spans,
+                                     args.exporter)
             costs = single_calls(max(int(100_000 * args.scale), 1000), traces)
             received = await traces.received()
     finally:
@@ -435,6 +472,7 @@ async def main() -> None:
         what = "tracing.span(...) enter + exit" if name == "span" else f"metrics.{name}(...)"
         extra = " (with its export)" if name == "span" and args.exporter == "otlp" else ""
         print(f"    {what:34s} off {off * 1e6:6.3f} µs   on {on * 1e6:7.3f} µs{extra}")
+    emit(found, args)
 
 
 if __name__ == "__main__":
