@@ -58,8 +58,13 @@ async def private_config_service(stack: AsyncExitStack, bus: Bus, tmp_path: Path
     store = await open_store(str(tmp_path / "config.db"))
     stack.push_async_callback(store.close)
     await stack.enter_async_context(ConfigService(bus, store, **queues,
-                                                  push_queue=f"notify:tg:{topic}-config"))
+                                                  push_queue=push_queue(topic)))
     return queues
+
+
+def push_queue(topic: str) -> str:
+    """Where :func:`private_config_service` says that its config changed."""
+    return f"notify:tg:{topic}-config"
 
 
 @pytest.fixture
@@ -82,7 +87,8 @@ async def route(backend: Backend, tmp_path: Path) -> AsyncIterator[Route]:
             ("tool-service", "strict"): descriptor(
                 "strict", f"{t}-joke", **{"config-params": [{"name": "style", "required": True}]}),
         })
-        endpoint = ToolServiceEndpoint(await backend.connect(), config_queues=queues)
+        endpoint = ToolServiceEndpoint(await backend.connect(),
+                                       config_queues={**queues, "push_queue": push_queue(t)})
         gateway = await stack.enter_async_context(
             Gateway(await backend.connect(), GatewayOptions(port=0, extra_endpoints=(endpoint,))))
         http = await stack.enter_async_context(aiohttp.ClientSession())
@@ -281,7 +287,9 @@ async def test_a_service_that_announces_itself_is_called_with_no_config_item(
     bus = await memory.connect()
     async with AsyncExitStack() as stack:
         queues = await private_config_service(stack, bus, tmp_path, "announced")
-        endpoint = ToolServiceEndpoint(bus, config_queues=queues)
+        # the endpoint hears the private service's pushes: descriptors it keeps go stale
+        endpoint = ToolServiceEndpoint(
+            bus, config_queues={**queues, "push_queue": push_queue("announced")})
         gateway = await stack.enter_async_context(
             Gateway(bus, GatewayOptions(port=0, extra_endpoints=(endpoint,))))
         http = await stack.enter_async_context(aiohttp.ClientSession())
@@ -347,7 +355,8 @@ async def test_a_stored_descriptor_naming_a_broadcast_queue_is_refused(memory: B
         stack.push_async_callback(reopened.close)
         await stack.enter_async_context(ConfigService(bus, reopened, **queues,
                                                       push_queue="notify:tg:old-push"))
-        endpoint = ToolServiceEndpoint(bus, config_queues=queues)
+        endpoint = ToolServiceEndpoint(bus, config_queues={**queues,
+                                                           "push_queue": "notify:tg:old-push"})
         gateway = await stack.enter_async_context(
             Gateway(bus, GatewayOptions(port=0, extra_endpoints=(endpoint,))))
         http = await stack.enter_async_context(aiohttp.ClientSession())
