@@ -6,7 +6,9 @@ separate process, plus helpers to start, stop, kill and restart them.
 An HTTP server prints ``listening on URL`` to stderr once its socket accepts connections (the
 URL is the MCP endpoint: ``.../mcp`` or ``.../sse``). The ``stats`` tool tells a test what the
 server saw: how many ``initialize`` handshakes (one per session), which tool calls were
-cancelled, its pid.
+cancelled, how many TCP connections it accepted, its pid. ``--json-response`` answers each
+streamable-HTTP POST with ``application/json`` instead of an SSE stream, ``--stateless`` keeps
+no session either (the SDK's ``json_response`` and ``stateless_http``).
 
 :func:`start_server` and :func:`running_server` run the other test servers' modules too
 (``module=``): any that takes ``--transport``, ``--port`` and ``--name`` (and ``--token`` when
@@ -32,6 +34,8 @@ from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: the (address, port) of every client connection an HTTP server of this process accepted
+PEERS: set[tuple[Any, ...]] = set()
 
 #: a 1x1 transparent PNG
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -150,13 +154,15 @@ def build_server(name: str, *, place: str = "town") -> MCPServer:
     @mcp.tool()
     def stats() -> dict[str, Any]:
         """What this server has seen."""
-        return {**seen, "pid": os.getpid(), "name": name}
+        return {**seen, "pid": os.getpid(), "name": name, "connections": len(PEERS)}
 
     return mcp
 
 
 def _bind(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say so, and without it
+    # an answer on a reused connection waits for the client's delayed ACK (40 ms a request).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     # A restarted server takes the port of the one that was killed (TIME_WAIT must not block).
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -179,13 +185,26 @@ def require_token(app: Any, token: str) -> Any:
     return guarded
 
 
+def count_connections(app: Any) -> Any:
+    """ASGI middleware: note each HTTP request's client address in :data:`PEERS`."""
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("client"):
+            PEERS.add(tuple(scope["client"]))
+        await app(scope, receive, send)
+
+    return counted
+
+
 async def serve_http(name: str, transport: str, port: int, token: str | None, *,
-                     place: str = "town") -> None:
+                     place: str = "town", json_response: bool = False,
+                     stateless: bool = False) -> None:
     mcp = build_server(name, place=place)
-    app = mcp.sse_app() if transport == "sse" else mcp.streamable_http_app()
+    app = mcp.sse_app() if transport == "sse" else mcp.streamable_http_app(
+        json_response=json_response, stateless_http=stateless)
     if token:
         app = require_token(app, token)
-    await serve_asgi(app, port, "/sse" if transport == "sse" else "/mcp")
+    await serve_asgi(count_connections(app), port, "/sse" if transport == "sse" else "/mcp")
 
 
 async def serve_asgi(app: Any, port: int, path: str = "/mcp") -> None:
@@ -231,6 +250,10 @@ def main() -> None:
                         help="HTTP: accept connections and never answer")
     parser.add_argument("--stubborn", action="store_true",
                         help="stdio: ignore SIGTERM and stay alive after stdin closes")
+    parser.add_argument("--json-response", action="store_true",
+                        help="streamable HTTP: answer POSTs with application/json, not SSE")
+    parser.add_argument("--stateless", action="store_true",
+                        help="streamable HTTP: no session (implies --json-response)")
     args = parser.parse_args()
     if args.transport == "stdio":
         if args.stubborn:
@@ -242,7 +265,8 @@ def main() -> None:
         asyncio.run(serve_mute(args.port))
     else:
         asyncio.run(serve_http(args.name, args.transport, args.port, args.token,
-                               place=args.place))
+                               place=args.place, json_response=args.json_response or args.stateless,
+                               stateless=args.stateless))
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,6 +48,8 @@ class McpServer:
     #: the config workspace of the item: sessions are never shared across workspaces (a
     #: server may keep state per session or per process, which must not pass between tenants)
     workspace: str = DEFAULT_WORKSPACE
+    #: :attr:`connection_key`, worked out once (every call looks its session up by it)
+    _key: str = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.remote_name:
@@ -61,6 +63,11 @@ class McpServer:
         elif not self.url or not self.url.startswith(("http://", "https://")):
             raise ConfigError(f"mcp/{self.id}: needs an http:// or https:// 'url', "
                               f"not {mask_url(self.url or '')!r}")
+        # sampling too: the client declares it in the handshake, so a change needs a new session
+        material = json.dumps([self.transport, self.url, self.auth_token, self.command,
+                               list(self.args), sorted(self.env.items()), self.sampling,
+                               self.workspace])
+        object.__setattr__(self, "_key", hashlib.sha256(material.encode()).hexdigest())
 
     @classmethod
     def from_config(cls, id: str, value: Mapping[str, Any] | str, *,
@@ -106,11 +113,7 @@ class McpServer:
     def connection_key(self) -> str:
         """A digest of everything that shapes the connection (not ``remote_name``): when it
         changes, an open session to the old settings must not be reused."""
-        # sampling too: the client declares it in the handshake, so a change needs a new session
-        material = json.dumps([self.transport, self.url, self.auth_token, self.command,
-                               list(self.args), sorted(self.env.items()), self.sampling,
-                               self.workspace])
-        return hashlib.sha256(material.encode()).hexdigest()
+        return self._key
 
     @property
     def slot(self) -> tuple[str, str]:

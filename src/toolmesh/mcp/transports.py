@@ -4,26 +4,58 @@ Each is an async context manager yielding the ``(read, write)`` streams a ``Clie
 runs on; it must be entered and exited in the same task (anyio task-group rule), which is why
 only a connection's supervisor task opens one. The bearer token rides in the HTTP client's
 default headers, so every request of the session carries it and no message has to.
+
+The HTTP client keeps its connections (HTTP/1.1 keep-alive; no HTTP/2): a streamable-HTTP
+session sends each call as a POST, and a POST that finds an idle connection skips the TCP
+handshake. Two things defeated that with the SDK's own client (bench/mcp_call.py measures it):
+
+* the SDK closes a POST's SSE answer as soon as it has read the JSON-RPC response in it, a
+  moment before the server ends the stream, and an HTTP/1.1 connection whose response was not
+  read to its end cannot carry another request, so every call opened a new TCP connection
+  (and left a socket in TIME_WAIT). :func:`_finish_on_close` reads such a POST's answer to its
+  end, briefly, before the connection goes back to the pool;
+* only 20 idle connections were kept: each call in flight holds its own, so after a burst of
+  more concurrent calls the rest were closed and the next burst connected again.
+
+Every client shares one TLS context: making one loads the CA bundle, some 30 ms of CPU, which
+each new session (each server, each reconnect) paid again with the SDK's client.
+
+A server whose sockets lack ``TCP_NODELAY`` (a socket made by hand and passed to uvicorn,
+``socket.socket()`` without ``IPPROTO_TCP``: asyncio then does not set it) answers on a
+reused connection only after the client's delayed ACK, 40 ms a call; uvicorn's own sockets,
+gunicorn's, Node's and Go's have it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import ssl
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx2
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from toolmesh.mcp.config import McpServer
 
 #: seconds to wait for connect/write on HTTP; reads may wait as long as a call may last
 HTTP_TIMEOUT = 30.0
 SSE_READ_TIMEOUT = 300.0
+#: connections per session: one per request in flight (the mcp-tool service runs at most its
+#: ``concurrency``, 64) plus the SSE stream a session keeps open. All of them may be kept idle
+#: (httpx's default keeps 20), for httpx's 5 s: the idle timeout of uvicorn and Node too
+HTTP_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100,
+                            keepalive_expiry=5.0)
+#: how long, and how much, of a POST's answer is read past where the SDK stopped reading it
+#: before the connection is given up instead (a server that keeps the stream open)
+FINISH_SECONDS = 0.25
+FINISH_BYTES = 64 * 1024
 
 
 class HttpWatch:
@@ -46,12 +78,91 @@ def _headers(server: McpServer) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {server.auth_token}"} if server.auth_token else None
 
 
+class _FinishOnClose(httpx2.AsyncByteStream):
+    """A response body that, closed before its end, first reads the rest (up to
+    :data:`FINISH_BYTES`, for up to :data:`FINISH_SECONDS`) and drops it, so that the
+    connection can serve the next request. httpcore decides: a connection goes back to the
+    pool only if the response was read to its end, so giving up early is always safe."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._ended = False
+
+    @property
+    def elapsed(self) -> Any:  # httpx's Response.elapsed reads it from its stream
+        return getattr(self._inner, "elapsed", None)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        self._chunks = chunks = self._inner.__aiter__()
+        try:
+            async for chunk in chunks:
+                yield chunk
+            self._ended = True
+        finally:
+            if isinstance(chunks, AsyncGenerator):
+                await chunks.aclose()
+
+    async def aclose(self) -> None:
+        try:
+            if not self._ended and not _cancelling():
+                await self._finish()
+        finally:
+            await self._inner.aclose()
+
+    async def _finish(self) -> None:
+        chunks = self._chunks
+        if chunks is None:  # never read (a 202, an error status): start reading it here
+            self._chunks = chunks = self._inner.__aiter__()
+        left = FINISH_BYTES
+        with anyio.move_on_after(FINISH_SECONDS):
+            while left >= 0:
+                try:
+                    left -= len(await chunks.__anext__())
+                except StopAsyncIteration:
+                    self._ended = True
+                    return
+                except Exception:  # the connection failed: httpcore closes it
+                    return
+
+
+def _cancelling() -> bool:
+    """Whether this task is being cancelled (a POST aborted, the session closing): then the
+    connection is closed at once, as the SDK meant, not read on."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+async def _finish_on_close(response: httpx2.Response) -> None:
+    """Response hook: a POST's answer is read to its end when closed early (see the module
+    docstring). Not a GET's: the SDK's GET streams are long-lived. Nor an answer whose end is
+    the connection's (neither a length nor chunks): that connection cannot be kept anyway."""
+    if response.request.method == "POST" and (
+            "content-length" in response.headers
+            or "chunked" in response.headers.get("transfer-encoding", "").lower()):
+        response.stream = _FinishOnClose(response.stream)  # type: ignore[arg-type]
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context of every session's HTTP client: httpx's default (the system's CA
+    certificates, or ``SSL_CERT_FILE``/``SSL_CERT_DIR`` as they were at the first session)."""
+    return httpx2.create_ssl_context()
+
+
 def _client_factory(status: HttpWatch) -> Any:
+    """The SDK's ``McpHttpClientFactory``: its client (same timeouts, no redirects followed:
+    the SDK follows them itself), with keep-alive kept and a shared TLS context (module
+    docstring)."""
     def make(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
              auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
-        client.event_hooks["response"].append(status)
-        return client
+        return httpx2.AsyncClient(
+            headers=headers, auth=auth, limits=HTTP_LIMITS, http2=False, verify=tls_context(),
+            timeout=timeout or httpx2.Timeout(HTTP_TIMEOUT, read=SSE_READ_TIMEOUT),
+            event_hooks={"response": [status, _finish_on_close]})
     return make
 
 
