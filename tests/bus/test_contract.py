@@ -300,3 +300,79 @@ async def test_closed_bus_refuses_with_a_clear_error(backend: Backend) -> None:
         await producer.send("x")
     with pytest.raises(BusError, match="closed"):
         await bus.subscribe(queue, Collector(), subscription="s")
+
+
+# -- inline handlers: subscribe(..., inline=True) -------------------------------------------------
+
+async def test_an_inline_handler_gets_every_message_in_order(backend: Backend) -> None:
+    queue = f"response:tg:{backend.topic()}"
+    got: list[Any] = []
+    done = asyncio.Event()
+
+    def handler(message: Message) -> None:
+        got.append(message.json())
+        if len(got) == 100:
+            done.set()
+
+    await (await backend.connect()).subscribe(queue, handler, subscription="s", inline=True)
+    producer = await (await backend.connect()).producer(queue)
+    for i in range(100):
+        await producer.send(i)
+    async with asyncio.timeout(WAIT):
+        await done.wait()
+    assert got == list(range(100))
+
+
+async def test_an_inline_handler_that_fails_loses_the_message_not_the_consumer(
+        backend: Backend) -> None:
+    queue = f"request:tg:{backend.topic()}"
+    got: list[Any] = []
+    done = asyncio.Event()
+
+    def handler(message: Message) -> None:
+        value = message.json()
+        if value == "boom":
+            raise RuntimeError("handler bug")
+        got.append(value)
+        if value == "b":
+            done.set()
+
+    bus = await backend.connect()
+    await bus.subscribe(queue, handler, subscription="s", inline=True)
+    producer = await bus.producer(queue)
+    for value in ["a", "boom", "b"]:
+        await producer.send(value)  # the handler's failure never reaches the sender
+    async with asyncio.timeout(WAIT):
+        await done.wait()
+    assert got == ["a", "b"]
+
+
+@pytest.mark.parametrize("cls", ["request", "flow"])
+async def test_an_inline_handler_may_hand_a_message_back(backend: Backend, cls: str) -> None:
+    queue = f"{cls}:tg:{backend.topic()}"
+    attempts: collections.Counter[str] = collections.Counter()
+    done = asyncio.Event()
+
+    def handler(message: Message) -> None:
+        value = message.json()
+        attempts[value] += 1
+        if attempts[value] == 1:
+            raise Requeue()
+        done.set()
+
+    bus = await backend.connect()
+    await bus.subscribe(queue, handler, subscription="s", inline=True)
+    await (await bus.producer(queue)).send("again")
+    async with asyncio.timeout(WAIT):
+        await done.wait()
+    assert attempts["again"] == 2
+
+
+async def test_inline_takes_a_plain_function_not_an_async_one(backend: Backend) -> None:
+    async def handler(message: Message) -> None:
+        pass
+
+    bus = await backend.connect()
+    with pytest.raises(TypeError, match="plain function"):
+        await bus.subscribe(f"response:tg:{backend.topic()}", handler, subscription="s",
+                            inline=True)

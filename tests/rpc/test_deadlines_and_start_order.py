@@ -42,6 +42,8 @@ class Probe(Service):
             assert self.inner is not None
             await reply(await self.inner.request(request["ask"], timeout=600))
             return
+        if "raise_timeout" in request:
+            raise TimeoutError(request["raise_timeout"])  # the handler's own, not the caller's
         try:
             if request.get("hang"):
                 await asyncio.Event().wait()
@@ -121,6 +123,31 @@ async def test_a_handler_still_running_at_its_callers_deadline_is_cancelled(
             await client.request({"hang": True}, timeout=0.8)
         await asyncio.wait_for(probe.cancelled.wait(), 5)
     assert e.value.type == "timeout"
+
+
+async def test_the_service_answers_each_request_past_its_callers_deadline_with_timeout(
+        backend: Backend) -> None:
+    q = queues(backend)
+    bus = await backend.connect()
+    answers: asyncio.Queue[tuple[str | None, Any]] = asyncio.Queue()
+    await bus.subscribe(q["response_queue"], lambda m: answers.put_nowait((m.id, m.json())),
+                        subscription="spy", inline=True)
+    async with Probe(bus, subscription="probe", **q):
+        raw = await bus.producer(q["request_queue"])
+        # the later deadline first: the earlier one, sent after it, still expires first
+        await raw.send({"hang": True}, properties={"id": "later", "timeout": "1.5"})
+        await raw.send({"hang": True}, properties={"id": "sooner", "timeout": "0.3"})
+        await raw.send({"raise_timeout": "the disk is slow"},
+                       properties={"id": "own", "timeout": "30"})
+        async with asyncio.timeout(10):
+            got = [await answers.get() for _ in range(3)]
+    assert [rid for rid, _ in got] == ["own", "sooner", "later"]
+    errors = {rid: body["error"] for rid, body in got}
+    # a TimeoutError of the handler's own is a failure like any other
+    assert errors["own"] == {"type": "service-error", "message": "TimeoutError: the disk is slow"}
+    assert errors["sooner"] == {"type": "timeout", "message": "Probe did not finish within the "
+                                                              "caller's deadline of 0.3 s"}
+    assert errors["later"]["type"] == "timeout" and "1.5 s" in errors["later"]["message"]
 
 
 async def test_stopping_drains_then_cancels_what_is_left_with_an_error_reply(

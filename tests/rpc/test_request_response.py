@@ -62,6 +62,43 @@ async def test_streaming_yields_until_end_of_stream(echo: tuple[Echo, RequestCli
     assert client.in_flight == 0
 
 
+async def test_a_long_stream_arrives_in_order_and_collect_gathers_it(
+        echo: tuple[Echo, RequestClient]) -> None:
+    # responses are handled inline, as they come: none may overtake another
+    _, client = echo
+    chunks = [r["chunk"] async for r in client.stream({"chunks": 500}, timeout=30)]
+    assert chunks == list(range(500))
+    assert [r["chunk"] for r in await client.collect({"chunks": 300}, timeout=30)] == \
+        list(range(300))
+    assert client.in_flight == 0
+
+
+async def test_a_response_after_the_caller_gave_up_is_dropped(backend: Backend) -> None:
+    q = queues(backend)
+    bus = await backend.connect()
+    held: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def hold(message: Any) -> None:
+        held.put_nowait(message)
+
+    await bus.subscribe(q["request_queue"], hold, subscription="slow")
+    async with RequestClient(bus, **q) as client:
+        call = asyncio.ensure_future(client.request({"x": 1}, timeout=30))
+        request = await asyncio.wait_for(held.get(), 10)
+        call.cancel()  # the caller gives up (the agent moved on, the user hung up)
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert client.in_flight == 0
+        # the answer comes anyway, then another call: it gets its own answer, not that one
+        responses = await bus.producer(q["response_queue"])
+        await responses.send({"error": None, "late": True}, properties={"id": request.id})
+        second = asyncio.ensure_future(client.request({"x": 2}, timeout=30))
+        again = await asyncio.wait_for(held.get(), 10)
+        await responses.send({"error": None, "mine": True}, properties={"id": again.id})
+        assert await asyncio.wait_for(second, 10) == {"error": None, "mine": True}
+        assert again.id != request.id
+
+
 async def test_an_error_response_raises_with_its_type_and_message(echo: tuple[Echo, RequestClient]) -> None:
     _, client = echo
     with pytest.raises(RequestError) as e:

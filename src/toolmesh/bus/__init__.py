@@ -6,6 +6,7 @@ from toolmesh.bus.base import (
     DEFAULT_CONCURRENCY,
     Bus,
     Handler,
+    InlineHandler,
     Message,
     Producer,
     Requeue,
@@ -15,8 +16,8 @@ from toolmesh.bus.queue_id import QueueId, parse_queue_id
 from toolmesh.errors import BusError
 
 __all__ = [
-    "DEFAULT_CONCURRENCY", "Bus", "BusError", "Handler", "Message", "Producer", "QueueId",
-    "Requeue", "Subscription", "connect", "parse_queue_id",
+    "DEFAULT_CONCURRENCY", "Bus", "BusError", "Handler", "InlineHandler", "Message", "Producer",
+    "QueueId", "Requeue", "Subscription", "connect", "parse_queue_id",
 ]
 
 SCHEMES = ("memory://", "amqp://", "amqps://", "pulsar://", "pulsar+ssl://")

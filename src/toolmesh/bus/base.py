@@ -20,10 +20,12 @@ acknowledging it (process killed, connection lost) is redelivered by the broker.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from toolmesh import json_codec
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.errors import MalformedMessage
 
@@ -46,12 +48,20 @@ class Message:
         """The body decoded as JSON; :class:`MalformedMessage` if it is not JSON, is nested
         too deep to decode, or holds a lone surrogate (text no encoder could send on)."""
         try:
+            return json_codec.fast_loads(self.body)
+        except json_codec.Unsure:
+            pass  # the standard library decides (it takes NaN, and says what is wrong)
+        try:
             value = json.loads(self.body)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             preview = self.body[:60]
             raise MalformedMessage(f"message body is not JSON ({e}): {preview!r}") from None
         except RecursionError:
             raise MalformedMessage("message body is nested too deep to decode") from None
+        except ValueError:
+            # Python's guard against slow parsing of huge integers
+            raise MalformedMessage("message body holds an integer of more than "
+                                   f"{sys.get_int_max_str_digits()} digits") from None
         if b"\\ud" in self.body or b"\\uD" in self.body:
             # only then can decoding have produced a lone surrogate: check by encoding
             try:
@@ -65,6 +75,10 @@ class Message:
 
 
 Handler = Callable[[Message], Awaitable[None]]
+
+#: A handler that is done when it returns and never waits (resolve a waiter, put on a queue),
+#: subscribed with ``inline=True``; see :meth:`Bus.subscribe`.
+InlineHandler = Callable[[Message], None]
 
 
 class Requeue(Exception):
@@ -111,12 +125,21 @@ class Bus(Protocol):
     async def subscribe(
         self,
         queue: str | QueueId,
-        handler: Handler,
+        handler: Handler | InlineHandler,
         *,
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
+        inline: bool = False,
     ) -> Subscription:
-        """Start consuming ``queue``; the queue is bound when this returns."""
+        """Start consuming ``queue``; the queue is bound when this returns.
+
+        ``inline``: ``handler`` is an :data:`InlineHandler`, a plain function, and the bus
+        may call it right where the message arrives instead of starting a task for it — the
+        in-process bus calls it within the sender's ``send`` (in the sender's context), so a
+        response reaches its waiting caller with no task and no extra turn of the event
+        loop. Acknowledgement, :class:`Requeue` and failures are as for any handler;
+        ``concurrency`` does not apply (such a handler is never in flight).
+        """
         ...
 
     async def close(self) -> None:
@@ -125,16 +148,12 @@ class Bus(Protocol):
 
 
 def encode(value: Any) -> bytes:
-    """The JSON encoding used on every bus.
+    """The JSON encoding used on every bus (:func:`toolmesh.json_codec.dumps`).
 
     Text holding a lone surrogate cannot be UTF-8: it is sent escaped instead, so the sender
     never fails on it and the receiver refuses it as malformed (see :meth:`Message.json`).
     """
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode()
+    return json_codec.dumps(value)
 
 
 def string_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
@@ -143,5 +162,7 @@ def string_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     for k, v in properties.items():
-        out[str(k)] = v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+        # str as it is (the usual case, tested first: once per message)
+        out[k if type(k) is str else str(k)] = (
+            v if type(v) is str else v.decode() if isinstance(v, (bytes, bytearray)) else str(v))
     return out

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
-from typing import Literal
+from typing import Literal, cast
 
-from toolmesh.bus.base import Handler, Message, Requeue
+from toolmesh.bus.base import Handler, InlineHandler, Message, Requeue
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.telemetry import metrics
 
@@ -27,9 +28,64 @@ async def run_handler(handler: Handler, message: Message, queue: QueueId, *,
         metrics.bus_message(queue, "requeued")
         return "requeue"
     except Exception:
-        # Never let one message take the consumer down; the traceback is the bug report.
-        log.exception("handler failed on a message from %s (id=%s); message dropped",
-                      queue, message.id)
-        metrics.bus_message(queue, "dropped")
-        return "drop"
+        return _dropped(message, queue)
     return "ack"
+
+
+def run_inline(handler: InlineHandler, message: Message, queue: QueueId, *,
+               redelivered: bool = False) -> Outcome:
+    """:func:`run_handler` for an inline handler: called, not awaited (see
+    :meth:`toolmesh.bus.base.Bus.subscribe`)."""
+    metrics.bus_message(queue, "redelivered" if redelivered else "consumed")
+    try:
+        call_inline(handler, message)
+    except Requeue:
+        metrics.bus_message(queue, "requeued")
+        return "requeue"
+    except Exception:
+        return _dropped(message, queue)
+    return "ack"
+
+
+def call_inline(handler: InlineHandler, message: Message) -> None:
+    """Call ``handler``; :class:`TypeError` if it turns out to be async after all."""
+    result = handler(message)
+    if result is not None and inspect.isawaitable(result):
+        # subscribe() refuses async functions; an object with an async __call__ slips by
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited: closed, so no "never awaited" warning either
+        raise TypeError(f"the inline handler {handler!r} returned an awaitable; inline "
+                        "handlers are plain functions")
+
+
+def _dropped(message: Message, queue: QueueId) -> Outcome:
+    # Never let one message take the consumer down; the traceback is the bug report.
+    log.exception("handler failed on a message from %s (id=%s); message dropped",
+                  queue, message.id)
+    metrics.bus_message(queue, "dropped")
+    return "drop"
+
+
+def checked_handler(handler: Handler | InlineHandler, *, inline: bool) -> Handler | InlineHandler:
+    """``handler`` as subscribe() was given it, or :class:`TypeError` if ``inline`` says it is
+    a plain function and it is an async one (it would never run)."""
+    if inline and inspect.iscoroutinefunction(handler):
+        raise TypeError(f"inline=True takes a plain function, not the async {handler!r}")
+    return handler
+
+
+def as_handler(handler: Handler | InlineHandler, *, inline: bool) -> Handler:
+    """The async handler a backend that runs every handler as a task calls: ``handler``
+    itself, or for an inline one, a coroutine function that calls it.
+
+    For the brokers' backends: their deliveries arrive on tasks of their own anyway, so an
+    inline handler saves them nothing, and they accept ``inline=True`` through this."""
+    checked_handler(handler, inline=inline)
+    if not inline:
+        return cast(Handler, handler)
+    plain = cast(InlineHandler, handler)
+
+    async def call(message: Message) -> None:
+        call_inline(plain, message)
+
+    return call

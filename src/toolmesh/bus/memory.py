@@ -7,6 +7,10 @@ A mandatory send (see :meth:`~toolmesh.bus.base.Producer.send`) fails with
 process reaches the same broker (``memory://`` is the process's default one), so the parts of
 ``toolmesh serve`` connect by URL exactly as separate processes would to RabbitMQ. Bodies
 travel encoded, as on a real broker, so no two parts ever share a mutable object.
+
+A handler subscribed ``inline`` (see :meth:`~toolmesh.bus.base.Bus.subscribe`) is called
+within the sender's ``send``: a response reaches the caller waiting for it with no task
+and no turn of the event loop in between.
 """
 
 from __future__ import annotations
@@ -15,16 +19,17 @@ import asyncio
 import collections
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from toolmesh.bus.base import (
     DEFAULT_CONCURRENCY,
     Handler,
+    InlineHandler,
     Message,
     encode,
     string_properties,
 )
-from toolmesh.bus.delivery import run_handler
+from toolmesh.bus.delivery import checked_handler, run_handler, run_inline
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.errors import BusError, NoConsumer
@@ -80,8 +85,14 @@ class _Exchange:
     @property
     def consumed(self) -> bool:
         """True when some queue of the exchange has a consumer attached."""
-        return (any(q.consumers for q in self.shared.values())
-                or any(q.consumers for q in self.exclusive))
+        # loops, not any() over generators: asked on every request sent
+        for q in self.shared.values():
+            if q.consumers:
+                return True
+        for q in self.exclusive:
+            if q.consumers:
+                return True
+        return False
 
     def publish(self, message: Message) -> None:
         for q in self.shared.values():
@@ -116,27 +127,34 @@ class MemoryProducer:
 
     async def send(self, value: Any, *, properties: Mapping[str, str] | None = None,
                    mandatory: bool = False) -> None:
-        await self.send_bytes(encode(value), properties=properties, mandatory=mandatory)
+        self._publish(encode(value), properties, mandatory)
 
     async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None,
                          mandatory: bool = False) -> None:
+        self._publish(bytes(body), properties, mandatory)
+
+    def _publish(self, body: bytes, properties: Mapping[str, str] | None,
+                 mandatory: bool) -> None:
         if self._bus.closed:
             raise BusError(f"cannot publish to {self.queue}: the bus is closed")
         if mandatory and not self._exchange.consumed:
             # in one process the bus sees every consumer: nobody reads this queue now
             raise NoConsumer(f"nothing consumes {self.queue}")
-        self._exchange.publish(Message(bytes(body), string_properties(properties)))
+        # counted before it is handed over: an inline handler is consumed within publish()
         metrics.bus_message(self.queue, "published")
+        self._exchange.publish(Message(body, string_properties(properties)))
 
 
 class MemorySubscription:
-    """Runs up to ``concurrency`` handlers at once on messages from one queue."""
+    """Runs up to ``concurrency`` handlers at once on messages from one queue (an inline
+    handler: each message at once, within the sender's ``send``)."""
 
-    def __init__(self, queue: QueueId, source: _Queue, handler: Handler, concurrency: int,
-                 on_close: Any) -> None:
+    def __init__(self, queue: QueueId, source: _Queue, handler: Handler | InlineHandler,
+                 concurrency: int, on_close: Any, *, inline: bool = False) -> None:
         self.queue = queue
         self._source = source
         self._handler = handler
+        self._inline = inline
         self._free = concurrency
         self._tasks: set[asyncio.Task[None]] = set()
         self._on_close = on_close
@@ -145,24 +163,43 @@ class MemorySubscription:
 
     @property
     def free(self) -> bool:
-        return self._free > 0 and not self._closed
+        # an inline handler is never in flight: it always has room
+        return (self._inline or self._free > 0) and not self._closed
 
     def dispatch(self, message: Message) -> None:
+        if self._inline:
+            self._handle_inline(message)
+            return
         self._free -= 1
-        task = asyncio.get_running_loop().create_task(self._handle(message))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # held here while it runs (the loop keeps only a weak reference); it lets go of
+        # itself when done, which a done callback would do a turn of the loop later
+        self._tasks.add(asyncio.get_running_loop().create_task(self._handle(message)))
 
-    async def _handle(self, message: Message) -> None:
+    def _redelivered(self, message: Message) -> bool:
         requeued = self._source.requeued
+        if not requeued:
+            return False
         redelivered = id(message) in requeued
         requeued.discard(id(message))
+        return redelivered
+
+    def _handle_inline(self, message: Message) -> None:
+        if run_inline(cast(InlineHandler, self._handler), message, self.queue,
+                      redelivered=self._redelivered(message)) == "requeue":
+            self._source.requeued.add(id(message))
+            # back to the queue on the next turn of the loop, not now: the handler would get
+            # it again within this same send, and again, without end
+            asyncio.get_running_loop().call_soon(self._source.put, message)
+
+    async def _handle(self, message: Message) -> None:
+        redelivered = self._redelivered(message)
         try:
-            if await run_handler(self._handler, message, self.queue,
+            if await run_handler(cast(Handler, self._handler), message, self.queue,
                                  redelivered=redelivered) == "requeue":
-                requeued.add(id(message))
+                self._source.requeued.add(id(message))
                 self._source.backlog.append(message)
         finally:
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
             self._free += 1
             if self._source.backlog:
                 # closing: what waits goes to the other consumers of the queue (or stays)
@@ -195,12 +232,14 @@ class MemoryBus(BusLifecycle["MemorySubscription"]):
     async def subscribe(
         self,
         queue: str | QueueId,
-        handler: Handler,
+        handler: Handler | InlineHandler,
         *,
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
+        inline: bool = False,
     ) -> MemorySubscription:
         q = self._subscribable(queue, concurrency)
+        checked_handler(handler, inline=inline)
         exchange = self._broker.exchange(q)
         if q.shared:
             source = exchange.shared.get(subscription)
@@ -215,7 +254,7 @@ class MemoryBus(BusLifecycle["MemorySubscription"]):
                 exchange.exclusive.discard(source)
                 self._subscriptions.discard(sub)
 
-        sub = MemorySubscription(q, source, handler, concurrency, detach)
+        sub = MemorySubscription(q, source, handler, concurrency, detach, inline=inline)
         self._subscriptions.add(sub)
         return sub
 

@@ -43,11 +43,12 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from toolmesh.bus.base import (
     DEFAULT_CONCURRENCY,
     Handler,
+    InlineHandler,
     Message,
     encode,
     string_properties,
 )
-from toolmesh.bus.delivery import run_handler
+from toolmesh.bus.delivery import as_handler, run_handler
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.errors import BusError
@@ -353,12 +354,15 @@ class PulsarBus(BusLifecycle[PulsarSubscription]):
     async def subscribe(
         self,
         queue: str | QueueId,
-        handler: Handler,
+        handler: Handler | InlineHandler,
         *,
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
+        inline: bool = False,
     ) -> PulsarSubscription:
         q = self._subscribable(queue, concurrency)
+        # each delivery runs on a task of its own anyway: an inline handler is called there
+        run = as_handler(handler, inline=inline)
         if q.shared:
             name, kind = subscription, pulsar.ConsumerType.Shared
         else:
@@ -373,7 +377,7 @@ class PulsarBus(BusLifecycle[PulsarSubscription]):
         except PulsarException as e:
             raise BusError(f"cannot subscribe to {q} on {mask_url(self.url)}: "
                            f"{_pulsar_error(e)}") from None
-        sub = PulsarSubscription(q, consumer, handler, concurrency)
+        sub = PulsarSubscription(q, consumer, run, concurrency)
         self._subscriptions.add(sub)
         return sub
 

@@ -12,6 +12,7 @@ from toolmesh.cli import (
     completion,
     config_cmd,
     demo,
+    loop,
     mcp_cmd,
     serve,
     services_cmd,
@@ -74,9 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "sync", False):
             return args.run(args) or 0
-        import asyncio  # here: the commands that run synchronously do without it
-
-        return asyncio.run(args.run(args)) or 0
+        return loop.run(args.run(args)) or 0
     except ToolmeshError as e:
         print(f"toolmesh: error: {e.message}", file=sys.stderr)
         return 1

@@ -338,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"deleted mcp/{args.id} (version {version})", file=sys.stderr)
     elif command == "invoke":
         # over the WebSocket, so the server's progress shows while the call runs
-        import asyncio
+        from toolmesh.cli import loop
 
-        print(result_text(asyncio.run(invoke_watching(args, args.name, parameters(args)))))
+        print(result_text(loop.run(invoke_watching(args, args.name, parameters(args)))))
     return 0

@@ -193,9 +193,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         request = call_request(args)
         if args.stream:
-            import asyncio  # here: the call without --stream is one synchronous request
+            # the loop (and asyncio) only here: the call without --stream is one synchronous
+            # request
+            from toolmesh.cli import loop
 
-            asyncio.run(stream(args, request))
+            loop.run(stream(args, request))
         else:
             print(shown(invoke(args, request)))
     except CliError as e:

@@ -1,8 +1,11 @@
 """Request/response over the bus: correlation by the ``id`` property, streaming, deadlines.
 
-One :class:`RequestClient` holds one response subscription and a table ``id -> waiter``; a
-response is a dict lookup away from the caller that waits for it. Responses whose id is not in
-the table (another client's, or a call that already timed out) are dropped.
+One :class:`RequestClient` holds one response subscription and a table ``id -> inbox``; a
+response is a dict lookup away from the caller that waits for it. The subscription is
+*inline* (:meth:`~toolmesh.bus.base.Bus.subscribe`): handling a response only decodes it and
+resolves the caller's future, so on the in-process bus it happens within the service's send,
+with no task per response. Responses whose id is not in the table (another client's, or a
+call that already timed out or was cancelled) are dropped.
 
 Requests are sent *mandatory*: when the bus can tell that nothing consumes the request queue
 (see :meth:`~toolmesh.bus.base.Producer.send`), the client either retries with backoff until a
@@ -16,6 +19,8 @@ any (:mod:`toolmesh.rpc.deadline`).
 from __future__ import annotations
 
 import asyncio
+import collections
+import itertools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -73,8 +78,13 @@ class RequestClient:
         self._error_of = error_of
         self._when_no_consumer = when_no_consumer
         self.hint = hint or f"is a service consuming {self.request_queue} running?"
-        # id -> the queue a waiting call reads its responses from
-        self._waiting: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        # id -> the inbox a waiting call reads its responses from
+        self._waiting: dict[str, _Inbox] = {}
+        # request ids: unique without a uuid4 per call (which reads os.urandom each time)
+        self._id_prefix = f"{uuid.uuid4().hex}-"
+        self._ids = itertools.count(1)
+        # the calls' deadlines, on one timer
+        self._deadlines = deadline.Deadlines()
         self._producer: Producer | None = None
         self._subscription: Subscription | None = None
         # set by stop(): ends the pauses of calls waiting for a consumer
@@ -87,7 +97,7 @@ class RequestClient:
         self._stopped.clear()
         self._subscription = await self.bus.subscribe(
             self.response_queue, self._on_response,
-            subscription=self._subscription_name, concurrency=DEFAULT_CONCURRENCY)
+            subscription=self._subscription_name, concurrency=DEFAULT_CONCURRENCY, inline=True)
         self._producer = await self.bus.producer(self.request_queue)
 
     async def stop(self) -> None:
@@ -96,9 +106,10 @@ class RequestClient:
         self._stopped.set()
         if sub is not None:
             await sub.close()
-        for q in self._waiting.values():
-            q.put_nowait({"error": {"type": "client-closed",
-                                    "message": "the request client was stopped"}})
+        self._deadlines.close()
+        for inbox in self._waiting.values():
+            inbox.put({"error": {"type": "client-closed",
+                                 "message": "the request client was stopped"}})
 
     async def __aenter__(self) -> RequestClient:
         await self.start()
@@ -108,9 +119,9 @@ class RequestClient:
                         tb: TracebackType | None) -> None:
         await self.stop()
 
-    async def _on_response(self, message: Message) -> None:
-        waiter = self._waiting.get(message.id or "")
-        if waiter is None:
+    def _on_response(self, message: Message) -> None:
+        inbox = self._waiting.get(message.id or "")
+        if inbox is None:
             log.debug("dropped a response on %s with unknown id %r", self.response_queue, message.id)
             return
         try:
@@ -119,7 +130,7 @@ class RequestClient:
                 raise MalformedMessage(f"response is a JSON {type(body).__name__}, not an object")
         except MalformedMessage as e:
             body = {"error": {"type": e.type, "message": e.message}}
-        waiter.put_nowait(body)
+        inbox.put(body)
 
     async def request(self, body: Mapping[str, Any], *, timeout: float | None = DEFAULT_TIMEOUT,
                       properties: Mapping[str, str] | None = None,
@@ -129,11 +140,26 @@ class RequestClient:
         ``request_id``: the ``id`` to send instead of a new one — to retry a request as the
         same request, which a service that is idempotent by id (config) applies once.
         """
-        request_id, inbox, due, timeout = await self._send(body, timeout, properties, request_id)
+        request_id, inbox, timeout = await self._send(body, timeout, properties, request_id)
         try:
-            return await self._receive(inbox, due, timeout)
+            return await self._receive(inbox, timeout)
         finally:
-            del self._waiting[request_id]
+            self._forget(request_id, inbox)
+
+    async def collect(self, body: Mapping[str, Any], *,
+                      timeout: float | None = DEFAULT_TIMEOUT,
+                      properties: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """Send one request and return all its responses, up to and including the final one:
+        :meth:`stream` gathered, for callers that want the whole answer (no async generator
+        to step through per response)."""
+        request_id, inbox, timeout = await self._send(body, timeout, properties)
+        try:
+            responses = [await self._receive(inbox, timeout)]
+            while not self._is_final(responses[-1]):
+                responses.append(await self._receive(inbox, timeout))
+            return responses
+        finally:
+            self._forget(request_id, inbox)
 
     async def stream(self, body: Mapping[str, Any], *, timeout: float | None = DEFAULT_TIMEOUT,
                      properties: Mapping[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
@@ -141,19 +167,25 @@ class RequestClient:
 
         ``timeout`` bounds the whole stream, measured from when the request was sent.
         """
-        request_id, inbox, due, timeout = await self._send(body, timeout, properties)
+        request_id, inbox, timeout = await self._send(body, timeout, properties)
         try:
             while True:
-                response = await self._receive(inbox, due, timeout)
+                response = await self._receive(inbox, timeout)
                 yield response
                 if self._is_final(response):
                     return
         finally:
-            del self._waiting[request_id]
+            self._forget(request_id, inbox)
+
+    def _forget(self, request_id: str, inbox: _Inbox) -> None:
+        # from now on a response with this id is dropped as unknown
+        del self._waiting[request_id]
+        if inbox.deadline is not None:
+            self._deadlines.discard(inbox.deadline)
 
     async def _send(self, body: Mapping[str, Any], timeout: float | None,
                     properties: Mapping[str, str] | None, request_id: str | None = None,
-                    ) -> tuple[str, asyncio.Queue[dict[str, Any]], float | None, float | None]:
+                    ) -> tuple[str, _Inbox, float | None]:
         if self._producer is None or self._subscription is None:
             raise RequestError("the request client is not started; use 'async with' or start()",
                                type="client-closed")
@@ -162,39 +194,41 @@ class RequestClient:
             raise RequestTimeout(f"no time left to call {self.request_queue}: the request "
                                  "being answered is already past its deadline")
         if request_id is None:
-            request_id = str(uuid.uuid4())
+            request_id = f"{self._id_prefix}{next(self._ids)}"
         elif request_id in self._waiting:
             # two calls waiting on one id would steal each other's responses
             raise RequestError(f"a call with request id {request_id!r} is still waiting",
                                type="duplicate-request-id")
-        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._waiting[request_id] = inbox
         loop = asyncio.get_running_loop()
         # The deadline bounds the whole call: waiting for a consumer and for the answers.
         due = None if timeout is None else loop.time() + timeout
+        inbox = self._waiting[request_id] = _Inbox(loop)
+        if due is not None:
+            inbox.deadline = self._deadlines.add(due, inbox.expire)
         sent = {**(properties or {}), "id": request_id}
         tracing.inject(sent)  # the request's handling continues the current span's trace
         try:
-            await self._send_mandatory(body, sent, due, timeout)
+            if due is not None:
+                sent[deadline.PROPERTY] = f"{max(due - loop.time(), 0.001):.3f}"
+            try:  # nearly always the only attempt
+                await self._producer.send(body, properties=sent, mandatory=True)
+            except NoConsumer:
+                await self._send_when_consumed(body, sent, due, timeout)
         except BaseException:
-            del self._waiting[request_id]
+            self._forget(request_id, inbox)
             raise
-        return request_id, inbox, due, timeout
+        return request_id, inbox, timeout
 
-    async def _send_mandatory(self, body: Mapping[str, Any], properties: dict[str, str],
-                              due: float | None, timeout: float | None) -> None:
+    async def _send_when_consumed(self, body: Mapping[str, Any], properties: dict[str, str],
+                                  due: float | None, timeout: float | None) -> None:
+        """The request was refused for want of a consumer: fail, or send it again once one
+        appears (see the module docstring)."""
+        if self._when_no_consumer == "fail":
+            raise RequestError(f"nothing is consuming {self.request_queue}: {self.hint}",
+                               type="service-unavailable") from None
         assert self._producer is not None
         loop = asyncio.get_running_loop()
         for pause in backoff.pauses():
-            if due is not None:
-                properties[deadline.PROPERTY] = f"{max(due - loop.time(), 0.001):.3f}"
-            try:
-                await self._producer.send(body, properties=properties, mandatory=True)
-                return
-            except NoConsumer:
-                if self._when_no_consumer == "fail":
-                    raise RequestError(f"nothing is consuming {self.request_queue}: "
-                                       f"{self.hint}", type="service-unavailable") from None
             # Not a poll of local state: the broker is the only one who knows when a consumer
             # arrives, and a returned publish is the only way to ask it.
             left = None if due is None else due - loop.time()
@@ -208,15 +242,21 @@ class RequestClient:
             if left is not None and left <= pause:
                 raise RequestTimeout(f"nothing consumed {self.request_queue} within "
                                      f"{timeout:.3g} s: {self.hint}")
+            if due is not None:
+                properties[deadline.PROPERTY] = f"{max(due - loop.time(), 0.001):.3f}"
+            try:
+                await self._producer.send(body, properties=properties, mandatory=True)
+                return
+            except NoConsumer:
+                pass  # "fail" raised at the first attempt
 
-    async def _receive(self, inbox: asyncio.Queue[dict[str, Any]], due: float | None,
-                       timeout: float | None) -> dict[str, Any]:
-        try:
-            async with asyncio.timeout_at(due):
-                response = await inbox.get()
-        except TimeoutError:
+    async def _receive(self, inbox: _Inbox, timeout: float | None) -> dict[str, Any]:
+        response = inbox.next()
+        if response is None:
+            response = await inbox.wait()
+        if response is None:
             raise RequestTimeout(f"no response from {self.request_queue} within "
-                                 f"{timeout:.3g} s: {self.hint}") from None
+                                 f"{timeout:.3g} s: {self.hint}")
         error = self._error_of(response)
         if error is not None:
             raise error
@@ -226,6 +266,54 @@ class RequestClient:
     def in_flight(self) -> int:
         """How many calls are waiting for responses."""
         return len(self._waiting)
+
+
+class _Inbox:
+    """The responses of one call, in the order they came.
+
+    Lighter than an :class:`asyncio.Queue`: a future only while the call waits. The call's
+    deadline (on the client's :class:`~toolmesh.rpc.deadline.Deadlines`) ends the wait with
+    :meth:`expire`, once for the whole call, not once per response.
+    """
+
+    __slots__ = ("_loop", "_responses", "_waiter", "_expired", "deadline")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._responses: collections.deque[dict[str, Any]] = collections.deque()
+        self._waiter: asyncio.Future[dict[str, Any] | None] | None = None
+        self._expired = False
+        #: the key of the call's deadline, if it has one
+        self.deadline: int | None = None
+
+    def put(self, response: dict[str, Any]) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(response)
+        else:
+            self._responses.append(response)
+
+    def next(self) -> dict[str, Any] | None:
+        """The next response if one came, else ``None`` (then :meth:`wait`).
+
+        Responses that came before the deadline are handed out even after it, as a timeout
+        around a queue's ``get`` that need not wait would."""
+        return self._responses.popleft() if self._responses else None
+
+    def wait(self) -> asyncio.Future[dict[str, Any] | None]:
+        """A future of the next response, or of ``None`` once the deadline has passed (a
+        future, not a coroutine: one layer less to await, once per response)."""
+        waiter = self._waiter = self._loop.create_future()
+        if self._expired:
+            waiter.set_result(None)
+        return waiter
+
+    def expire(self) -> None:
+        """The deadline has passed: :meth:`get` hands out what came, then ``None``."""
+        self._expired = True
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 class RpcClient:

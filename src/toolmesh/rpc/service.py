@@ -19,6 +19,7 @@ instead of waiting out their deadlines, and the process exits in bounded time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -38,6 +39,44 @@ DEFAULT_DRAIN_TIMEOUT = 10.0
 log = logging.getLogger("toolmesh.service")
 
 Reply = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class _Expiry:
+    """Cancels the task handling a request when its caller's deadline passes — what
+    ``asyncio.timeout`` does, with the timer shared by every request in hand (see
+    :class:`~toolmesh.rpc.deadline.Deadlines`)."""
+
+    __slots__ = ("_task", "_deadlines", "_key", "_cancelling", "_expired")
+
+    def __init__(self, task: asyncio.Task[Any], deadlines: deadline.Deadlines,
+                 timeout: float) -> None:
+        self._task = task
+        self._deadlines = deadlines
+        # cancellations asked of the task before: those are not the deadline's
+        self._cancelling = task.cancelling()
+        self._expired = False
+        self._key = deadlines.add(asyncio.get_running_loop().time() + timeout, self._expire)
+
+    def _expire(self) -> None:
+        self._expired = True
+        self._task.cancel()
+
+    def passed(self) -> bool:
+        """Whether the deadline passed and its cancellation is the only one asked since the
+        handling began (then the CancelledError the handler raised is the deadline's, and
+        is taken back; else it is someone else's too, and goes on)."""
+        if not self._expired:
+            return False
+        self._expired = False
+        return self._task.uncancel() <= self._cancelling
+
+    def end(self) -> None:
+        """The handling is over: the deadline no longer matters, and a cancellation it
+        asked for and the handler swallowed is taken back."""
+        self._deadlines.discard(self._key)
+        if self._expired:
+            self._expired = False
+            self._task.uncancel()
 
 
 class Service(ABC):
@@ -66,6 +105,11 @@ class Service(ABC):
         self._subscription: Subscription | None = None
         self._handling: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        # the callers' deadlines of the requests in hand, on one timer
+        self._deadlines = deadline.Deadlines()
+        self._span_name = f"{self.request_queue.topic} handle"
+        self._span_attributes = {"messaging.destination.name": str(self.request_queue),
+                                 "toolmesh.service": type(self).__name__}
 
     @abstractmethod
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
@@ -111,6 +155,7 @@ class Service(ABC):
             for task in list(self._handling):
                 task.cancel()
         await closing
+        self._deadlines.close()
 
     async def __aenter__(self) -> Service:
         await self.start()
@@ -124,10 +169,8 @@ class Service(ABC):
         producer = self._producer
         assert producer is not None
         request_id = message.id
-        properties = {"id": request_id} if request_id is not None else {}
-
-        async def reply(response: dict[str, Any]) -> None:
-            await producer.send(response, properties=properties)
+        reply: Reply = functools.partial(
+            producer.send, properties={"id": request_id} if request_id is not None else {})
 
         try:
             request = message.json()
@@ -146,14 +189,16 @@ class Service(ABC):
         assert task is not None
         self._handling.add(task)
         started = time.perf_counter()
-        with tracing.span(f"{self.request_queue.topic} handle", kind="server",
-                          parent=message.properties,
-                          attributes={"messaging.destination.name": str(self.request_queue),
-                                      "toolmesh.service": type(self).__name__}) as span:
+        if not tracing.enabled():  # the same without a span (and without building its name)
             failure = await self._handle_guarded(task, request, reply, request_id,
                                                  message.properties)
-            if failure is not None:
-                tracing.failed(span, failure)
+        else:
+            with tracing.span(self._span_name, kind="server", parent=message.properties,
+                              attributes=self._span_attributes) as span:
+                failure = await self._handle_guarded(task, request, reply, request_id,
+                                                     message.properties)
+                if failure is not None:
+                    tracing.failed(span, failure)
         metrics.service_request(service=self.request_queue.topic,
                                 outcome=failure or "ok",
                                 seconds=time.perf_counter() - started)
@@ -164,33 +209,35 @@ class Service(ABC):
         """Run :meth:`handle`, turning every way it can fail into an error response; the
         error type it answered with, or ``None``."""
         timeout = deadline.from_properties(properties)
-        scope = asyncio.timeout(timeout)
+        expiry: _Expiry | None = None
         error: dict[str, str]
         try:
             with deadline.handling(timeout):
-                async with scope:
-                    await self.handle(request, reply)
+                if timeout is not None:
+                    expiry = _Expiry(task, self._deadlines, timeout)
+                await self.handle(request, reply)
             return None
         except ToolmeshError as e:
             log.info("request %s on %s failed: %s: %s", request_id, self.request_queue,
                      e.type, e.message)
             error = e.to_wire()
-        # only the caller's deadline passing; a TimeoutError of the handler's own is a failure
-        # like any other (the next clause)
-        except TimeoutError if scope.expired() else ():  # type: ignore[misc]
-            log.info("request %s on %s was not answered within its caller's %g s",
-                     request_id, self.request_queue, timeout)
-            error = {"type": "timeout",
-                     "message": f"{type(self).__name__} did not finish within the caller's "
-                                f"deadline of {timeout:g} s"}
         except asyncio.CancelledError:
-            if not self._stopping:
+            if expiry is not None and expiry.passed():
+                # the caller's deadline (a TimeoutError of the handler's own is a failure like
+                # any other: the next clause)
+                log.info("request %s on %s was not answered within its caller's %g s",
+                         request_id, self.request_queue, timeout)
+                error = {"type": "timeout",
+                         "message": f"{type(self).__name__} did not finish within the "
+                                    f"caller's deadline of {timeout:g} s"}
+            elif not self._stopping:
                 raise
-            # the drain ran out: say so, and let the bus acknowledge the request
-            task.uncancel()
-            error = {"type": "service-stopping",
-                     "message": f"{type(self).__name__} stopped before it finished this "
-                                "request; send it again"}
+            else:
+                # the drain ran out: say so, and let the bus acknowledge the request
+                task.uncancel()
+                error = {"type": "service-stopping",
+                         "message": f"{type(self).__name__} stopped before it finished this "
+                                    "request; send it again"}
         except Exception as e:
             message = self.describe_failure(e)
             # the traceback is for the service's author; the caller gets the one line
@@ -199,5 +246,7 @@ class Service(ABC):
             error = {"type": self.error_type, "message": message}
         finally:
             self._handling.discard(task)
+            if expiry is not None:
+                expiry.end()
         await reply(self.error_response(error))
         return error["type"]

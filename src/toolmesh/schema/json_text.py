@@ -19,6 +19,8 @@ import json
 import sys
 from typing import Any
 
+from toolmesh import json_codec
+
 #: nesting levels (objects and arrays) JSON text may use: far beyond any real tool argument or
 #: config item, and well below the depth at which decoding would exhaust the stack
 MAX_DEPTH = 100
@@ -40,7 +42,15 @@ class NotJson(JsonTextError):
 def loads(text: str | bytes, *, what: str, max_depth: int = MAX_DEPTH) -> Any:
     """``text`` decoded and checked with :func:`check`; ``what`` names it in the message
     (``"the value"``, ``"'arguments'"``)."""
-    value = decode(text, what=what, max_depth=max_depth)
+    try:
+        value = json_codec.fast_loads(text)
+    except json_codec.Unsure:
+        value = _decode_slowly(text, what=what, max_depth=max_depth)
+    else:
+        # orjson refuses lone surrogates, so what is left to check is the depth, and text
+        # too short to hold max_depth + 1 pairs of brackets cannot be nested that deep
+        if len(text) < 2 * (max_depth + 1):
+            return value
     check(value, what=what, max_depth=max_depth)
     return value
 
@@ -48,6 +58,14 @@ def loads(text: str | bytes, *, what: str, max_depth: int = MAX_DEPTH) -> Any:
 def decode(text: str | bytes, *, what: str, max_depth: int = MAX_DEPTH) -> Any:
     """``text`` decoded, not yet checked: for callers that want the value even when
     :func:`check` refuses it (the gateway still answers a refused frame with its id)."""
+    try:
+        return json_codec.fast_loads(text)
+    except json_codec.Unsure:
+        return _decode_slowly(text, what=what, max_depth=max_depth)
+
+
+def _decode_slowly(text: str | bytes, *, what: str, max_depth: int) -> Any:
+    """``json.loads``, for what orjson cannot vouch for; its failures as :class:`JsonTextError`."""
     try:
         value = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

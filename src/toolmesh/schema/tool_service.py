@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from toolmesh import json_codec
 from toolmesh.errors import ServiceError
 from toolmesh.schema.json_object import json_object
 
@@ -21,8 +22,8 @@ def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any
             workspace: str | None = None) -> dict[str, str]:
     """Build a request; ``config`` and ``arguments`` travel JSON-encoded. ``workspace``: the
     caller's, beside ``user`` (a field services that do not know it ignore)."""
-    body = {"user": user, "config": json.dumps(dict(config)),
-            "arguments": json.dumps(dict(arguments))}
+    body = {"user": user, "config": json_codec.dumps(dict(config)).decode(),
+            "arguments": json_codec.dumps(dict(arguments)).decode()}
     if workspace is not None:
         body["workspace"] = workspace
     return body

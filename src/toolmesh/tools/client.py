@@ -35,9 +35,10 @@ class ToolServiceClient(RpcClient):
                    arguments: Mapping[str, Any] | None = None,
                    timeout: float | None = DEFAULT_TIMEOUT, workspace: str | None = None) -> str:
         """The whole observation (the pieces of a streamed answer, joined)."""
-        return "".join([piece async for piece in
-                        self.stream(user=user, config=config, arguments=arguments,
-                                    timeout=timeout, workspace=workspace)])
+        body = wire.request(user=user, config=config or {}, arguments=arguments or {},
+                            workspace=workspace)
+        return "".join([_text(response)
+                        for response in await self._rpc.collect(body, timeout=timeout)])
 
     async def stream(self, *, user: str, config: Mapping[str, Any] | None = None,
                      arguments: Mapping[str, Any] | None = None,
@@ -61,6 +62,10 @@ class ToolServiceClient(RpcClient):
         body = wire.request(user=user, config=config or {}, arguments=arguments or {},
                             workspace=workspace)
         async for response in self._rpc.stream(body, timeout=timeout):
-            text = response.get("response") or ""
-            yield (text if isinstance(text, str) else wire.observation(text),
-                   default_is_final(response))
+            yield _text(response), default_is_final(response)
+
+
+def _text(response: dict[str, Any]) -> str:
+    """A response's piece of the observation (``""`` for none)."""
+    text = response.get("response") or ""
+    return text if isinstance(text, str) else wire.observation(text)

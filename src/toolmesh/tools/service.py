@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import types
 from typing import Any, ClassVar
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
@@ -130,11 +131,13 @@ class DynamicToolService(Service):
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         user, config, arguments = wire.parse_request(request)
         result = self.invoke(user, config, arguments)
-        if inspect.isasyncgen(result):
+        if isinstance(result, types.CoroutineType):  # an async def invoke(), the usual kind
+            result = await result
+        elif inspect.isasyncgen(result):
             async for piece in result:
                 await reply(wire.response(wire.observation(piece), end_of_stream=False))
             await reply(wire.response("", end_of_stream=True))
             return
-        if inspect.isawaitable(result):
+        elif inspect.isawaitable(result):
             result = await result
         await reply(wire.response(wire.observation(result)))
