@@ -9,10 +9,18 @@
   are published persistent.
 
 Recovery: the connection is aio-pika's robust connection, which reconnects and re-declares
-exchanges, queues, bindings and consumers after the broker drops it. A publish that fails
-because the connection is down waits for the reconnection (up to ``publish_timeout``) and is
-retried, so producers recover too. Consumers prefetch ``concurrency`` messages and run their
-handlers concurrently; acknowledgement follows :mod:`toolmesh.bus.base`.
+exchanges, queues and bindings after the broker drops it; each subscription then consumes
+again. A publish that fails because the connection is down waits for the reconnection (up to
+``publish_timeout``) and is retried, so producers recover too. Consumers prefetch
+``concurrency`` messages and run their handlers concurrently; acknowledgement follows
+:mod:`toolmesh.bus.base`.
+
+The hot path (a message out, a message in) skips aio-pika's message objects and aiormq's
+per-frame machinery: the bus marshals its publishes (with publisher confirms, ``mandatory``
+ones answered by the broker's return) and its acknowledgements itself, and writes all that
+one turn of the event loop produced in one write (:class:`Outbox`); its consumers are
+aiormq's, without aio-pika's wrapper around each delivery. ``bench/rabbitmq_rpc.py`` has the
+figures beside a plain aio-pika RPC.
 
 What the log says: a connection that cannot be opened is one :class:`BusError` naming the
 cause (:mod:`toolmesh.bus.rabbitmq_errors`); a lost one is one warning, the reason it stays
@@ -24,31 +32,38 @@ toolmesh's connections — the same news, in a library's words, once a second.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
+import itertools
 import logging
+import struct
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import aio_pika
 import aiormq
+import pamqp.frame
 from aio_pika.abc import (
-    AbstractIncomingMessage,
     AbstractRobustChannel,
     AbstractRobustConnection,
     AbstractRobustExchange,
     AbstractRobustQueue,
 )
+from aiormq.abc import ChannelFrame, DeliveredMessage
+from pamqp import commands as spec
+from pamqp.header import ContentHeader
 
 from toolmesh.bus.base import (
     DEFAULT_CONCURRENCY,
     Handler,
+    InlineHandler,
     Message,
     encode,
     string_properties,
 )
-from toolmesh.bus.delivery import run_handler
+from toolmesh.bus.delivery import checked_handler, run_handler, run_inline
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.bus.rabbitmq_errors import connect_failure, loss_reason
@@ -67,6 +82,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     RuntimeError,  # aio-pika: "Channel is closed" / "connection closed" while reconnecting
     asyncio.TimeoutError,
 )
+_CONNECTION_OR_AMQP_ERRORS: tuple[type[BaseException], ...] = (
+    *_CONNECTION_ERRORS, aiormq.exceptions.AMQPError)
 
 
 class ConnectionReport:
@@ -157,10 +174,227 @@ def _quiet_library_lines() -> None:
 #: seconds a consumer's cancel may take (the connection can drop while it is under way)
 CANCEL_TIMEOUT = 5.0
 
+#: AMQP frame types and the frame end octet (AMQP 0-9-1, 4.2.3)
+_METHOD, _BODY, _FRAME_END = 1, 3, b"\xce"
+#: a method frame settling one delivery: type, channel, size 13, class 60 (basic), method,
+#: delivery tag, flags
+_SETTLE = struct.Struct(">BHIHHQB")
+_ACK, _REJECT = 80, 90
+_BODY_HEADER = struct.Struct(">BHI")
+
+
+def _settle_frame(channel: int, method: int, delivery_tag: int, flags: int) -> bytes:
+    return _SETTLE.pack(_METHOD, channel, 13, 60, method, delivery_tag, flags) + _FRAME_END
+
+
+#: a content header frame's start (type 2, channel, size) and its fixed fields (class 60,
+#: weight 0, body size, property flags)
+_HEADER_FRAME = struct.Struct(">BHI")
+_HEADER_FIELDS = struct.Struct(">HHQH")
+_LONG = struct.Struct(">I")
+#: property flags: content-type, headers, delivery-mode, message-id
+_HAS_CONTENT_TYPE, _HAS_HEADERS, _HAS_DELIVERY_MODE, _HAS_MESSAGE_ID = 0x8000, 0x2000, 0x1000, 0x80
+_CONTENT_TYPE = b"\x10application/json"
+
+
+def content_header(channel: int, body_size: int, headers: Mapping[str, str] | None,
+                   delivery_mode: int, message_id: str | None = None) -> bytes:
+    """The content header frame of a toolmesh message, marshalled: JSON, ``headers`` (string
+    values), ``delivery_mode``, and ``message_id`` if given — the bytes pamqp writes for the
+    same properties, a good deal faster (it is on every publish)."""
+    flags = _HAS_CONTENT_TYPE | _HAS_DELIVERY_MODE
+    parts = [b"", _CONTENT_TYPE]
+    if headers:
+        items: list[bytes] = []
+        for key, value in sorted(headers.items()):
+            name = key.encode()
+            if len(name) > 128:  # pamqp truncates long names (with a warning): let it
+                return pamqp.frame.marshal(ContentHeader(body_size=body_size, properties=(
+                    spec.Basic.Properties(content_type="application/json", headers=dict(headers),
+                                          delivery_mode=delivery_mode, message_id=message_id))),
+                    channel)
+            text = value.encode()
+            items += (bytes((len(name),)), name, b"S", _LONG.pack(len(text)), text)
+        table = b"".join(items)
+        parts += (_LONG.pack(len(table)), table)
+        flags |= _HAS_HEADERS
+    parts.append(bytes((delivery_mode,)))
+    if message_id is not None:
+        mid = message_id.encode()
+        parts += (bytes((len(mid),)), mid)
+        flags |= _HAS_MESSAGE_ID
+    parts[0] = _HEADER_FIELDS.pack(60, 0, body_size, flags)
+    payload = b"".join(parts)
+    return _HEADER_FRAME.pack(2, channel, len(payload)) + payload + _FRAME_END
+
 
 def exchange_name(queue: QueueId) -> str:
     """TrustGraph's exchange name for a queue id."""
     return f"{queue.topicspace}.{queue.cls}.{queue.topic}"
+
+
+class Outbox:
+    """What toolmesh sends on one connection — publishes and acknowledgements — written to
+    the socket together, once per turn of the event loop.
+
+    aiormq writes every frame with a call of its own (one ``send`` system call each, and on
+    the broker one read each); under load a turn of the loop produces many, so they leave as
+    one write. The bytes go through aiormq's write queue like its own frames, so they keep
+    their order with everything else on the connection.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        #: the connection's write queue the pending bytes are for (a new one after a
+        #: reconnection: bytes for the old one are dropped, the broker forgot that channel)
+        self._queue: asyncio.Queue[Any] | None = None
+        self._chunks: list[bytes] = []
+        self._scheduled = False
+        #: writes waiting for room in a full write queue, in order
+        self._backlog: collections.deque[ChannelFrame] = collections.deque()
+        self._pusher: asyncio.Task[None] | None = None
+
+    def write(self, channel: aiormq.Channel, *chunks: bytes) -> None:
+        """Send ``chunks`` (whole frames, marshalled) on ``channel``'s connection soon."""
+        queue = channel.write_queue
+        if queue is not self._queue:
+            self.flush()
+            self._drop_backlog()
+            self._queue = queue
+        self._chunks.extend(chunks)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._scheduled = False
+        self.flush()
+
+    def flush(self) -> None:
+        """Hand what is pending to the connection's writer now."""
+        if not self._chunks or self._queue is None:
+            return
+        frame = ChannelFrame(payload=b"".join(self._chunks), should_close=False)
+        self._chunks = []
+        if not self._backlog:
+            try:
+                self._queue.put_nowait(frame)
+                return
+            except asyncio.QueueFull:
+                pass
+        self._backlog.append(frame)
+        if self._pusher is None:
+            self._pusher = self._loop.create_task(self._push(self._queue))
+
+    async def _push(self, queue: asyncio.Queue[Any]) -> None:
+        try:
+            while self._backlog:
+                await queue.put(self._backlog[0])
+                self._backlog.popleft()
+        finally:
+            self._pusher = None
+
+    def _drop_backlog(self) -> None:
+        self._backlog.clear()
+        if self._pusher is not None:
+            self._pusher.cancel()
+            self._pusher = None
+
+    def close(self) -> None:
+        self.flush()
+        self._drop_backlog()
+
+
+class Publisher:
+    """Publishes on the bus's shared publishing channel, with publisher confirms, through the
+    :class:`Outbox` — what aiormq's ``basic_publish`` does, minus a task switch and a write of
+    its own per message.
+
+    Each publish takes the channel's next delivery tag and leaves its future where aiormq's
+    reader resolves it: the broker's ``Basic.Ack`` confirms it, a ``Basic.Return`` (a
+    mandatory publish nobody's queue took) fails it with ``PublishError``, and the channel's
+    closing fails it with the reason, as for aiormq's own publishes. (The channel attributes
+    this takes part in — ``delivery_tag``, ``confirmations``, ``message_id_delivery_tag``,
+    ``write_queue`` — are aiormq's bookkeeping of publishes, alike from 6.8 to 7.2;
+    ``tests/bus/test_rabbitmq_publishing.py`` fails if a later aiormq changes them.)
+    """
+
+    def __init__(self, channel: AbstractRobustChannel, outbox: Outbox) -> None:
+        self._robust = channel
+        self._outbox = outbox
+        self._channel: aiormq.Channel | None = None
+        #: message ids of mandatory publishes (a return names its publish by it)
+        self._id_prefix = f"tm-{uuid.uuid4().hex[:12]}-"
+        self._ids = itertools.count(1)
+        #: the marshalled Basic.Publish frames by (channel number, exchange, mandatory)
+        self._publish_frames: dict[tuple[int, str, bool], bytes] = {}
+
+    async def channel(self) -> aiormq.Channel:
+        channel = self._channel
+        if channel is None or channel.is_closed:
+            if self._robust.is_closed:
+                # the connection is down: the caller waits for it, as long as it may (asking
+                # the robust channel for its new underlay would wait without a limit)
+                raise aiormq.exceptions.ChannelInvalidStateError("the channel is closed")
+            # a robust channel's underlay is new after each reconnection
+            channel = self._channel = cast(aiormq.Channel,
+                                           await self._robust.get_underlay_channel())
+        return channel
+
+    async def publish(self, exchange: str, body: bytes, headers: Mapping[str, str] | None,
+                      delivery_mode: int, mandatory: bool) -> None:
+        """Publish and wait for the broker's confirmation; ``PublishError`` if it returns a
+        mandatory publish, a connection error if the channel closes first."""
+        channel = self._channel
+        if channel is None or channel.is_closed:
+            channel = await self.channel()
+        number = channel.number
+        key = (number, exchange, mandatory)
+        publish = self._publish_frames.get(key)
+        if publish is None:
+            if len(self._publish_frames) > 4096:
+                self._publish_frames.clear()
+            publish = self._publish_frames[key] = pamqp.frame.marshal(
+                spec.Basic.Publish(exchange=exchange, routing_key="", mandatory=mandatory), number)
+        message_id = f"{self._id_prefix}{next(self._ids)}" if mandatory else None
+        header = content_header(number, len(body), headers, delivery_mode, message_id)
+        # what aiormq's basic_publish does under its lock; nothing here awaits in between
+        channel.delivery_tag += 1
+        tag = channel.delivery_tag
+        confirmation = channel.create_future()
+        channel.confirmations[tag] = confirmation
+        if message_id is not None:
+            by_id = channel.message_id_delivery_tag
+            by_id[message_id] = tag
+            confirmation.add_done_callback(lambda _: by_id.pop(message_id, None))
+        limit = channel.max_content_size
+        if len(body) <= limit:
+            self._outbox.write(channel, publish, header, _BODY_HEADER.pack(_BODY, number, len(body)),
+                               body, _FRAME_END)
+        else:
+            chunks = [publish, header]
+            view = memoryview(body)
+            for start in range(0, len(body), limit):
+                piece = view[start:start + limit]
+                chunks += (_BODY_HEADER.pack(_BODY, number, len(piece)), bytes(piece), _FRAME_END)
+            self._outbox.write(channel, *chunks)
+        try:
+            result = await confirmation
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not channel.is_closed or (task is not None and task.cancelling()):
+                raise
+            # the channel closed under the publish: aiormq cancels what waits on it
+            raise aiormq.exceptions.ChannelInvalidStateError("the channel closed") from None
+        except aiormq.exceptions.AMQPError:
+            raise
+        except Exception as e:
+            if channel.is_closed:
+                raise aiormq.exceptions.ChannelInvalidStateError(
+                    f"the channel closed: {e!r}") from None
+            raise
+        if isinstance(result, DeliveredMessage):  # a return, on a channel that does not raise
+            raise aiormq.exceptions.PublishError(result, result.delivery)
 
 
 class RabbitMQProducer:
@@ -169,80 +403,144 @@ class RabbitMQProducer:
     def __init__(self, bus: RabbitMQBus, queue: QueueId) -> None:
         self.queue = queue
         self._bus = bus
-        self._mode = (aio_pika.DeliveryMode.PERSISTENT if queue.persistent
-                      else aio_pika.DeliveryMode.NOT_PERSISTENT)
+        self._exchange = exchange_name(queue)
+        self._mode = 2 if queue.persistent else 1  # AMQP delivery modes
 
     async def send(self, value: Any, *, properties: Mapping[str, str] | None = None,
                    mandatory: bool = False) -> None:
-        await self.send_bytes(encode(value), properties=properties, mandatory=mandatory)
+        await self._send(encode(value), properties, mandatory)
 
     async def send_bytes(self, body: bytes, *, properties: Mapping[str, str] | None = None,
                          mandatory: bool = False) -> None:
-        message = aio_pika.Message(
-            bytes(body),
-            headers=dict(string_properties(properties)) or None,
-            content_type="application/json",
-            delivery_mode=self._mode,
-        )
-        await self._bus.publish(self.queue, message, mandatory=mandatory)
+        await self._send(bytes(body), properties, mandatory)
+
+    async def _send(self, body: bytes, properties: Mapping[str, str] | None,
+                    mandatory: bool) -> None:
+        await self._bus.publish(self.queue, self._exchange, body,
+                                string_properties(properties), self._mode, mandatory=mandatory)
         metrics.bus_message(self.queue, "published")
 
 
 class RabbitMQSubscription:
-    """One consumer on its own channel, with ``prefetch = concurrency``."""
+    """One consumer on its own channel, with ``prefetch = concurrency``.
 
-    def __init__(self, queue: QueueId, channel: AbstractRobustChannel,
-                 amqp_queue: AbstractRobustQueue, handler: Handler, *,
-                 connected: asyncio.Event) -> None:
+    The consumer is aiormq's (each delivery on a task aiormq starts for it), registered
+    again whenever the robust channel is reopened after a loss; acknowledgements go out
+    through the bus's :class:`Outbox`.
+    """
+
+    def __init__(self, bus: RabbitMQBus, queue: QueueId, channel: AbstractRobustChannel,
+                 amqp_queue: AbstractRobustQueue, handler: Handler | InlineHandler, *,
+                 inline: bool) -> None:
         self.queue = queue
+        self._bus = bus
         self._channel = channel
-        self._connected = connected
         self._amqp_queue = amqp_queue
         self._handler = handler
+        self._inline = inline
+        self._underlay: aiormq.Channel | None = None
         self._tag: str | None = None
-        self._inflight: set[asyncio.Task[Any]] = set()
+        #: handlers running now, and the future close() waits on until none is
+        self._running = 0
+        self._idle: asyncio.Future[None] | None = None
         self._closed = False
+        self._recovery: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._tag = await self._amqp_queue.consume(self._on_message, no_ack=False)
+        self._channel.reopen_callbacks.add(self._on_reopen)
+        await self._consume()
 
-    async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._inflight.add(task)
+    async def _consume(self) -> None:
+        channel = cast(aiormq.Channel, await self._channel.get_underlay_channel())
+        cancel_callbacks = getattr(channel, "on_consumer_cancel_callbacks", None)
+        if cancel_callbacks is not None:  # aiormq 7: the broker cancelled the consumer
+            cancel_callbacks.add(self._on_cancelled)
+        ok = await channel.basic_consume(self._amqp_queue.name, self._on_delivery, no_ack=False)
+        self._underlay, self._tag = channel, ok.consumer_tag
+
+    async def _on_reopen(self, _channel: Any) -> None:
+        """The robust channel is back (queue declared and bound again): consume again."""
+        if self._closed:
+            return
         try:
-            message = Message(incoming.body, string_properties(incoming.headers))
-            outcome = await run_handler(self._handler, message, self.queue,
-                                        redelivered=bool(incoming.redelivered))
-            try:
-                if outcome == "ack":
-                    await incoming.ack()
-                elif outcome == "requeue":
-                    await incoming.nack(requeue=True)
-                else:
-                    await incoming.reject(requeue=False)
-            except _CONNECTION_ERRORS as e:
-                # The broker redelivers unacknowledged messages once the channel is back.
-                log.warning("could not settle a message from %s (%s); the broker will "
-                            "redeliver it", self.queue, e)
+            await self._consume()
+        except _CONNECTION_OR_AMQP_ERRORS as e:
+            # lost again already: the next reopening tries again
+            log.debug("could not consume %s again after reopening: %r", self.queue, e)
+
+    def _on_cancelled(self, frame: Any) -> None:
+        """The broker cancelled the consumer (its queue was deleted): declare the queue and
+        its binding again and consume it, as aio-pika does for its own consumers."""
+        if self._closed or getattr(frame, "consumer_tag", None) != self._tag \
+                or self._recovery is not None:
+            return
+        log.warning("RabbitMQ cancelled the consumer of %s (was its queue deleted?); "
+                    "declaring it again", self.queue)
+        self._recovery = asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        try:
+            await self._amqp_queue.restore()
+            if not self._closed:
+                await self._consume()
+        except _CONNECTION_OR_AMQP_ERRORS as e:
+            log.warning("could not consume %s again: %s", self.queue, e)
         finally:
-            if task is not None:
-                self._inflight.discard(task)
+            self._recovery = None
+
+    async def _on_delivery(self, delivered: DeliveredMessage) -> None:
+        if self._closed:
+            # arrived as the subscription closes: left unacknowledged, so the broker hands
+            # it to another consumer once this channel is closed
+            return
+        delivery = cast(spec.Basic.Deliver, delivered.delivery)
+        message = Message(delivered.body, string_properties(delivered.header.properties.headers))
+        if self._inline:
+            outcome = run_inline(cast(InlineHandler, self._handler), message, self.queue,
+                                 redelivered=bool(delivery.redelivered))
+        else:
+            self._running += 1
+            try:
+                outcome = await run_handler(cast(Handler, self._handler), message, self.queue,
+                                            redelivered=bool(delivery.redelivered))
+            finally:
+                self._running -= 1
+                if not self._running and self._idle is not None and not self._idle.done():
+                    self._idle.set_result(None)
+        channel = cast(aiormq.Channel, delivered.channel)
+        if channel.is_closed:
+            # The broker redelivers unacknowledged messages once the channel is back.
+            log.warning("could not settle a message from %s (the channel closed); the broker "
+                        "will redeliver it", self.queue)
+            return
+        tag = cast(int, delivery.delivery_tag)
+        if outcome == "ack":
+            frame = _settle_frame(channel.number, _ACK, tag, 0)
+        else:  # requeue, or drop
+            frame = _settle_frame(channel.number, _REJECT, tag, outcome == "requeue")
+        self._bus.outbox.write(channel, frame)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._channel.reopen_callbacks.discard(self._on_reopen)
+        if self._recovery is not None:
+            self._recovery.cancel()
         try:
             # With the connection down the broker has dropped the consumer already, and a
-            # robust queue's cancel would wait for the connection to come back: a process
-            # told to stop while its broker is away would never exit.
-            if self._tag is not None and self._connected.is_set():
-                await asyncio.wait_for(self._amqp_queue.cancel(self._tag), CANCEL_TIMEOUT)
-        except _CONNECTION_ERRORS:
+            # cancel would wait for the connection to come back: a process told to stop
+            # while its broker is away would never exit.
+            channel = self._underlay
+            if self._tag is not None and channel is not None and not channel.is_closed \
+                    and self._bus.connected.is_set():
+                await asyncio.wait_for(channel.basic_cancel(self._tag), CANCEL_TIMEOUT)
+        except _CONNECTION_OR_AMQP_ERRORS:
             pass
-        if self._inflight:
-            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+        if self._running:
+            self._idle = asyncio.get_running_loop().create_future()
+            await self._idle
+        self._bus.outbox.flush()  # the last acknowledgements go before the channel's close
         try:
             await self._channel.close()
         except _CONNECTION_ERRORS:
@@ -262,6 +560,8 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         self._report = report or ConnectionReport(url, reconnect_interval=1.0)
         self._exchanges: dict[QueueId, AbstractRobustExchange] = {}
         self._exchange_lock = asyncio.Lock()
+        self.outbox = Outbox()
+        self._publisher = Publisher(channel, self.outbox)
         super().__init__()
 
     @classmethod
@@ -318,6 +618,11 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         self._report.reconnected()
 
     @property
+    def connected(self) -> asyncio.Event:
+        """Set while the connection is up."""
+        return self._connection.connected
+
+    @property
     def connection_name(self) -> str:
         """The name the broker shows for this connection (``rabbitmqctl list_connections``)."""
         props = self._connection.kwargs.get("client_properties") or {}
@@ -341,58 +646,73 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         await self._retrying(q, lambda: self._exchange(q))
         return RabbitMQProducer(self, q)
 
-    async def publish(self, queue: QueueId, message: aio_pika.Message, *,
+    async def publish(self, queue: QueueId, exchange: str, body: bytes,
+                      headers: Mapping[str, str] | None, delivery_mode: int, *,
                       mandatory: bool = False) -> None:
-        """Publish, waiting out a reconnection if the connection is down.
+        """Publish to ``exchange`` (declared by :meth:`producer`) and wait for the broker's
+        confirmation, waiting out a reconnection if the connection is down.
 
         ``mandatory``: :class:`NoConsumer` when no queue is bound to the exchange (the broker
         returns the message). A bound queue keeps the message until a consumer comes, so that
         is not an error here.
         """
         self._check_open(queue)
-
-        async def once() -> None:
-            exchange = await self._exchange(queue)
+        publisher = self._publisher
+        try:
             try:
-                await exchange.publish(message, routing_key="", mandatory=mandatory)
-            except aiormq.exceptions.PublishError as e:
-                raise NoConsumer(f"nothing consumes {queue}: no queue is bound to exchange "
-                                 f"{exchange_name(queue)!r} ({e})") from None
+                await publisher.publish(exchange, body, headers, delivery_mode, mandatory)
+            except _CONNECTION_ERRORS as e:
+                await self._retrying(queue, lambda: publisher.publish(
+                    exchange, body, headers, delivery_mode, mandatory), failed=e)
+        except aiormq.exceptions.PublishError as e:
+            raise NoConsumer(f"nothing consumes {queue}: no queue is bound to exchange "
+                             f"{exchange!r} ({e})") from None
+        except aiormq.exceptions.AMQPError as e:
+            raise BusError(f"RabbitMQ refused to publish to {queue}: {e}") from None
 
-        await self._retrying(queue, once)
-
-    async def _retrying(self, queue: QueueId, op: Any) -> Any:
+    async def _retrying(self, queue: QueueId, op: Any, *,
+                        failed: BaseException | None = None) -> Any:
+        """``op()``, tried again once the connection is back each time it fails for want of
+        one, for up to ``publish_timeout`` seconds and ten attempts. ``failed``: the caller's
+        own first attempt failed so (this waits for the connection before trying)."""
         deadline = time.monotonic() + self._publish_timeout
         attempts = 0
+        error = failed
         while True:
-            try:
-                return await op()
-            except _CONNECTION_ERRORS as e:
+            if error is not None:
                 attempts += 1
                 remaining = deadline - time.monotonic()
                 if self.closed or remaining <= 0 or attempts >= 10:
                     raise BusError(f"cannot publish to {queue} on {mask_url(self.url)}: "
-                                   f"{type(e).__name__}: {e}") from None
-                log.info("publish to %s failed (%s); waiting for the connection", queue, e)
+                                   f"{type(error).__name__}: {error}") from None
+                log.info("publish to %s failed (%s); waiting for the connection", queue, error)
                 try:
                     # `connected` is cleared when the connection drops and set again on
                     # reconnect; the channel then restores itself before it is ready.
                     await asyncio.wait_for(self._connection.connected.wait(), remaining)
                     await asyncio.wait_for(self._channel.ready(), max(remaining, 0.1))
                 except TimeoutError:
-                    continue
+                    pass
+            try:
+                return await op()
+            except _CONNECTION_ERRORS as e:
+                error = e
+            except aiormq.exceptions.PublishError:
+                raise
             except aiormq.exceptions.AMQPError as e:
                 raise BusError(f"RabbitMQ refused to publish to {queue}: {e}") from None
 
     async def subscribe(
         self,
         queue: str | QueueId,
-        handler: Handler,
+        handler: Handler | InlineHandler,
         *,
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
+        inline: bool = False,
     ) -> RabbitMQSubscription:
         q = self._subscribable(queue, concurrency)
+        checked_handler(handler, inline=inline)
 
         async def open_subscription() -> RabbitMQSubscription:
             # in the connection's context: the callbacks aio-pika registers for the channel
@@ -411,8 +731,7 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
                     f"{name}.{subscription}.{uuid.uuid4().hex[:12]}", durable=False,
                     exclusive=True, auto_delete=True)
             await amqp_queue.bind(exchange, routing_key="")
-            sub = RabbitMQSubscription(q, channel, amqp_queue, handler,
-                                       connected=self._connection.connected)
+            sub = RabbitMQSubscription(self, q, channel, amqp_queue, handler, inline=inline)
             await sub.start()
             return sub
 
@@ -427,6 +746,7 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         if not await self._begin_close():
             return
         self._report.closing = True
+        self.outbox.close()
         try:
             await self._connection.close()
         except _CONNECTION_ERRORS:
