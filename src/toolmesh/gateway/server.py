@@ -28,6 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
+from toolmesh import json_codec
 from toolmesh.bus.base import Bus
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import (
@@ -380,7 +381,9 @@ class Gateway:
             return error_response(ERROR_STATUS.get(e.type, 502), e.type, e.message)
         if not responses:  # an endpoint must answer at least once; a bug if not
             return error_response(502, "no-response", f"{service!r} ended without an answer")
-        return web.json_response(self.rest_result(service, responses))
+        # the bus's codec (orjson, json where it would differ): the body is JSON either way
+        return web.Response(body=json_codec.dumps(self.rest_result(service, responses)),
+                            content_type="application/json")
 
     async def forward(self, endpoint: Endpoint, request: dict[str, Any], *, workspace: str,
                       flow: str | None, timeout: float, send: Send,

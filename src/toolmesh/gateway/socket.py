@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from toolmesh import json_codec
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.errors import ToolmeshError
 from toolmesh.gateway.auth import Identity
@@ -69,7 +69,8 @@ class SocketSession:
             return
         async with self._send_lock:
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await self.ws.send_str(json.dumps(frame))
+                # a text frame: the bus's codec (orjson, json where it would differ)
+                await self.ws.send_str(json_codec.dumps(frame).decode())
 
     async def error(self, request_id: str | int | None, type: str, message: str) -> None:
         await self.send({"id": request_id, "complete": True,
