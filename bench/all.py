@@ -120,6 +120,7 @@ def run_one(name: str, *, folder: Path = HERE, quick: bool, timeout: float,
                          output=output, timeout=timeout)
         if strays and returncode is not None:
             result["warning"] = "it left processes behind; all.py stopped them"
+        result["mode"] = "quick" if quick else "full"
         return result
 
 
@@ -266,7 +267,15 @@ def block(result: dict[str, Any]) -> str:
     m = result["machine"]
     benches = result["benches"]
     failed = [b["name"] for b in benches if b["status"] != "ok"]
-    mode = "quick" if result["mode"] == "quick" else "full"
+    # with --merge, benchmarks of several runs: say which ran in full
+    modes = [b.get("mode", result["mode"]) for b in benches]
+    full = [b["name"] for b, m in zip(benches, modes) if m == "full"]
+    if not full:
+        mode = "quick"
+    elif len(full) == len(benches):
+        mode = "full"
+    else:
+        mode = f"quick (in full: {', '.join(full)})"
     date = m["date"][:16].replace("T", " ") + " UTC"
     commit = f" at `{m['commit']}`" if m.get("commit") else ""
     if m.get("commit") and m.get("uncommitted"):
