@@ -194,9 +194,10 @@ def machine() -> dict[str, Any]:
         "date": _now(),
         "toolmesh": toolmesh,
         "commit": commit or None,
-        # changes not committed yet (to tracked files, under src/ or bench/)
+        # changes not committed yet (to tracked files, under src/ or bench/; not the
+        # results an earlier run wrote)
         "uncommitted": bool(commit and git("status", "--porcelain", "--untracked-files=no",
-                                            "--", "src", "bench")),
+                                            "--", "src", "bench", ":!bench/results.*")),
     }
 
 
