@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
+from processes import start_serve
 from report import Figure, add_arguments, emit
 
 GET = {"operation": "get", "keys": [{"type": "tool", "key": "tell-joke"}]}
@@ -32,26 +31,6 @@ MCP = json.dumps({"url": "http://127.0.0.1:9000/mcp?api_key=k3y", "remote-name":
 TOOL = json.dumps({"type": "tool-service", "name": "tell-joke", "description": "Tell a joke",
                    "service": "joke-service", "arguments": [
                        {"name": "topic", "type": "string", "description": "The topic"}]})
-
-
-async def start_server(data: Path) -> tuple[asyncio.subprocess.Process, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", "serve", "--port", "0",
-        "--config-store", str(data / "config.db"), stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    while True:
-        line = (await proc.stderr.readline()).decode()
-        if not line:
-            raise RuntimeError("toolmesh serve exited")
-        if m := re.search(r"gateway listening on (\S+)", line):
-            # keep reading its log so a full pipe can never stall the server
-            asyncio.get_running_loop().create_task(drain(proc.stderr))
-            return proc, m.group(1)
-
-
-async def drain(stream: asyncio.StreamReader) -> None:
-    while await stream.readline():
-        pass
 
 
 class Endpoint:
@@ -119,7 +98,7 @@ async def main() -> None:
     args = parser.parse_args()
     calls = args.calls or (300 if args.quick else 1000)
     with tempfile.TemporaryDirectory() as tmp:
-        proc, base = await start_server(Path(tmp))
+        proc, base = await start_serve(Path(tmp))
         try:
             async with aiohttp.ClientSession() as session:
                 async with session.post(base + "api/v1/config", json={"operation": "put", "values": [

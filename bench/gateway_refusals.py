@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from gateway_config_get import start_server
+from processes import start_serve
 from report import Figure, add_arguments, emit
 
 NOBODY = json.dumps({"id": "nobody", "request-queue": "request:tg:nobody", "response-queue": "response:tg:nobody"})
@@ -77,7 +77,7 @@ async def main() -> None:
     args = parser.parse_args()
     calls = args.calls or (300 if args.quick else 1000)
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = await start_server(Path(tmp))
+        proc, url = await start_serve(Path(tmp))
         try:
             async with aiohttp.ClientSession() as s:
                 put = {"operation": "put", "values": [

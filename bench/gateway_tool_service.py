@@ -14,42 +14,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
+from processes import start_serve
 from report import Figure, add_arguments, emit
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "joke"
 CALL = {"id": "joke-service", "config": {"style": "pun"}, "arguments": {"topic": "food"},
         "streaming": False}
-
-
-async def start_server(data: Path, *, profile: Path | None = None,
-                       ) -> tuple[asyncio.subprocess.Process, str]:
-    """``toolmesh serve`` on a free port; its URL once it listens."""
-    prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, *prefix, "-m", "toolmesh.cli.main", "serve", "--port", "0",
-        "--config-store", str(data / "config.db"), stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    while True:
-        line = (await proc.stderr.readline()).decode()
-        if not line:
-            raise RuntimeError("toolmesh serve exited")
-        if m := re.search(r"gateway listening on (\S+)", line):
-            # keep reading its log so a full pipe can never stall the server
-            asyncio.get_running_loop().create_task(drain(proc.stderr))
-            return proc, m.group(1)
-
-
-async def drain(stream: asyncio.StreamReader) -> None:
-    while await stream.readline():
-        pass
 
 
 async def latencies(session: aiohttp.ClientSession, method: str, url: str,
@@ -83,7 +59,7 @@ def p(samples: list[float], q: float) -> float:
 
 async def measure(calls: int, profile: Path | None) -> list[Figure]:
     with tempfile.TemporaryDirectory() as tmp:
-        proc, base = await start_server(Path(tmp), profile=profile)
+        proc, base = await start_serve(Path(tmp), profile=profile)
         try:
             connector = aiohttp.TCPConnector(limit=64)
             async with aiohttp.ClientSession(connector=connector) as session:

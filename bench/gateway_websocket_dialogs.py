@@ -14,36 +14,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
+from processes import start_serve
 from report import Figure, add_arguments, emit
 
 QUESTION = "Tell me a joke about food"
-
-
-async def start_server(data: Path) -> tuple[asyncio.subprocess.Process, str]:
-    """``toolmesh serve`` on a free port, with room for every socket; its URL once it listens."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", "serve", "--port", "0",
-        "--config-store", str(data / "config.db"), stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    while True:
-        line = (await proc.stderr.readline()).decode()
-        if not line:
-            raise RuntimeError("toolmesh serve exited")
-        if m := re.search(r"gateway listening on (\S+)", line):
-            asyncio.get_running_loop().create_task(drain(proc.stderr))
-            return proc, m.group(1)
-
-
-async def drain(stream: asyncio.StreamReader) -> None:
-    while await stream.readline():
-        pass
 
 
 def memory_kib(pid: int, field: str) -> int:
@@ -85,7 +64,7 @@ async def measure(dialogs: int, connections: int) -> list[Figure]:
     per_socket = [dialogs // connections + (1 if i < dialogs % connections else 0)
                   for i in range(connections)]
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = await start_server(Path(tmp))
+        proc, url = await start_serve(Path(tmp))
         try:
             connector = aiohttp.TCPConnector(limit=0)
             async with aiohttp.ClientSession(connector=connector) as http:

@@ -7,6 +7,8 @@ a pulsar-lite broker.
 * :class:`Children` starts batches of them in parallel and stops them all (last batch first)
   when its ``async with`` block ends — normally, on an exception, or on cancellation (Ctrl-C).
 * :func:`rabbit_vhost` creates a private vhost and deletes it again, also on failure.
+* :func:`start_serve` runs ``toolmesh serve`` on a free port (embedded bus, a SQLite store in
+  a folder of the caller's) and answers its URL once it listens.
 * :class:`PulsarLite` runs a pulsar-lite broker (the ``pulsar-lite`` package from PyPI: one
   binary speaking Pulsar's binary protocol) on a free loopback port.
 
@@ -261,3 +263,28 @@ class PulsarLite:
                 proc.wait()
         if self._pump is not None:
             self._pump.join(10)  # it closes the pipe once the broker has gone
+
+
+async def start_serve(data: Path, *, profile: Path | None = None,
+                      ) -> tuple[asyncio.subprocess.Process, str]:
+    """``toolmesh serve`` on a free port, its config store in ``data``; the process and the
+    gateway's URL once it listens. ``profile``: run it under cProfile, writing the stats there
+    when it exits on SIGINT. Its log is read for its whole life, so a full pipe never stalls it.
+    """
+    prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, *prefix, "-m", "toolmesh.cli.main", "serve", "--port", "0",
+        "--config-store", str(data / "config.db"), stderr=asyncio.subprocess.PIPE)
+    assert proc.stderr is not None
+    while True:
+        line = (await proc.stderr.readline()).decode()
+        if not line:
+            raise RuntimeError("toolmesh serve exited")
+        if m := re.search(r"gateway listening on (\S+)", line):
+            asyncio.get_running_loop().create_task(_drain(proc.stderr))
+            return proc, m.group(1)
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.readline():
+        pass

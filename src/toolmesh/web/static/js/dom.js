@@ -105,3 +105,38 @@ export function status(text = "", kind = "") {
 export function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
+
+/** A labelled checkbox: field() with the box before its label, as people expect of one. */
+export function checkbox(label, checked, disabled, name) {
+  const box = h("input", { type: "checkbox", name, checked, disabled });
+  const wrapper = field(label, box, { name });
+  wrapper.classList.add("inline");
+  wrapper.insertBefore(box, wrapper.firstChild);
+  return wrapper;
+}
+
+/**
+ * A "Delete" button that asks first: `question` beside "Yes, delete KEY" and "Keep it".
+ * Yes awaits `remove()`; a failure goes to `note`, success to `done()`.
+ */
+export function confirmDelete({ key, question, remove, note, done }) {
+  const holder = h("span", {});
+  const ask = h("button", { type: "button", class: "danger", onclick: () => {
+    const yes = h("button", { type: "button", class: "danger", onclick: async () => {
+      note.set("Deleting…", "busy");
+      try {
+        await remove();
+      } catch (e) {
+        note.set(`Not deleted: ${e.message}`, "error");
+        return;
+      }
+      done();
+    } }, `Yes, delete ${key}`);
+    const no = h("button", { type: "button", onclick: () => { replace(holder, ask); ask.focus(); } },
+      "Keep it");
+    replace(holder, h("span", {}, question), yes, " ", no);
+    yes.focus();
+  } }, "Delete");
+  holder.append(ask);
+  return holder;
+}

@@ -8,7 +8,7 @@
 // value in), the typed text for a new one, or no token at all when the user removes it.
 
 import { fieldOfError } from "../api.js";
-import { field, h, pretty, replace, select, status } from "../dom.js";
+import { checkbox, confirmDelete, field, h, pretty, replace, select, status } from "../dom.js";
 
 const TYPE = "mcp";
 const MASK = "***";
@@ -227,14 +227,6 @@ function build(original, fields, removeToken, env, storedToken) {
   return value;
 }
 
-function checkbox(label, checked, disabled, name) {
-  const box = h("input", { type: "checkbox", name, checked, disabled });
-  const wrapper = field(label, box, { name });
-  wrapper.classList.add("inline");
-  // the box before its label, as people expect of a checkbox
-  wrapper.insertBefore(box, wrapper.firstChild);
-  return wrapper;
-}
 
 /** Rows of environment variables of a stdio server; stored values are never shown. */
 function envEditor(stored, locked) {
@@ -327,26 +319,14 @@ function showFailure(e, fields, note) {
 }
 
 function deleteButton(api, key, note) {
-  const holder = h("span", {});
-  const ask = h("button", { type: "button", class: "danger", onclick: () => {
-    const yes = h("button", { type: "button", class: "danger", onclick: async () => {
-      note.set("Deleting…", "busy");
-      try {
-        await api.remove(TYPE, key);
-      } catch (e) {
-        note.set(`Not deleted: ${e.message}`, "error");
-        return;
-      }
+  return confirmDelete({
+    key, note, question: `Delete the MCP server "${key}"? `,
+    remove: () => api.remove(TYPE, key),
+    done: () => {
       flash = { text: `Deleted MCP server "${key}".`, kind: "ok" };
       go("mcp");
-    } }, `Yes, delete ${key}`);
-    const no = h("button", { type: "button", onclick: () => { replace(holder, ask); ask.focus(); } },
-      "Keep it");
-    replace(holder, h("span", {}, `Delete the MCP server "${key}"? `), yes, " ", no);
-    yes.focus();
-  } }, "Delete");
-  holder.append(ask);
-  return holder;
+    },
+  });
 }
 
 // -- testing the connection ----------------------------------------------------------------

@@ -7,7 +7,7 @@
 // page shows where each row comes from, and "Configure" turns an announced one into config.
 
 import { fieldOfError } from "../api.js";
-import { field, h, pretty, replace, select, status } from "../dom.js";
+import { checkbox, confirmDelete, field, h, pretty, replace, select, status } from "../dom.js";
 
 const TYPE = "tool-service";
 
@@ -248,13 +248,6 @@ function descriptorForm(ctx, descriptors, key, original, note, fromAnnouncement 
       fields.id, fields.request, fields.response, params.el, fields.enabled, buttons, note));
 }
 
-function checkbox(label, checked, disabled, name) {
-  const box = h("input", { type: "checkbox", name, checked, disabled });
-  const wrapper = field(label, box, { name });
-  wrapper.classList.add("inline");
-  wrapper.insertBefore(box, wrapper.firstChild);
-  return wrapper;
-}
 
 /** Rows of config-params ({name, required}); errors of `config-params[i]...` go beside row i. */
 function paramsEditor(initial, locked) {
@@ -340,26 +333,14 @@ function showFailure(e, fields, note) {
 }
 
 function deleteButton(api, key, note) {
-  const holder = h("span", {});
-  const ask = h("button", { type: "button", class: "danger", onclick: () => {
-    const yes = h("button", { type: "button", class: "danger", onclick: async () => {
-      note.set("Deleting…", "busy");
-      try {
-        await api.remove(TYPE, key);
-      } catch (e) {
-        note.set(`Not deleted: ${e.message}`, "error");
-        return;
-      }
+  return confirmDelete({
+    key, note, question: `Delete the descriptor of "${key}"? `,
+    remove: () => api.remove(TYPE, key),
+    done: () => {
       flash = { text: `Deleted the descriptor of "${key}".`, kind: "ok" };
       go("services");
-    } }, `Yes, delete ${key}`);
-    const no = h("button", { type: "button", onclick: () => { replace(holder, ask); ask.focus(); } },
-      "Keep it");
-    replace(holder, h("span", {}, `Delete the descriptor of "${key}"? `), yes, " ", no);
-    yes.focus();
-  } }, "Delete");
-  holder.append(ask);
-  return holder;
+    },
+  });
 }
 
 // -- test invoke ---------------------------------------------------------------------------

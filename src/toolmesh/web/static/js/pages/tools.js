@@ -7,7 +7,7 @@
 // config version the page read, so it answers from that config or newer.
 
 import { parseValue, fieldOfError } from "../api.js";
-import { field, h, replace, select, status } from "../dom.js";
+import { confirmDelete, field, h, replace, select, status } from "../dom.js";
 import { argumentEditor, argumentsFromSchema } from "./arguments.js";
 
 const TYPE = "tool";
@@ -497,26 +497,14 @@ function showFailure(e, fields, editor, rows, note) {
 }
 
 function deleteButton(api, key, note) {
-  const holder = h("span", {});
-  const ask = h("button", { type: "button", class: "danger", onclick: () => {
-    const yes = h("button", { type: "button", class: "danger", onclick: async () => {
-      note.set("Deleting…", "busy");
-      try {
-        await api.remove(TYPE, key);
-      } catch (e) {
-        note.set(`Not deleted: ${e.message}`, "error");
-        return;
-      }
+  return confirmDelete({
+    key, note, question: `Delete the tool "${key}"? `,
+    remove: () => api.remove(TYPE, key),
+    done: () => {
       flash = { text: `Deleted tool "${key}".`, kind: "ok" };
       go("tools");
-    } }, `Yes, delete ${key}`);
-    const no = h("button", { type: "button", onclick: () => { replace(holder, ask); ask.focus(); } },
-      "Keep it");
-    replace(holder, h("span", {}, `Delete the tool "${key}"? `), yes, " ", no);
-    yes.focus();
-  } }, "Delete");
-  holder.append(ask);
-  return holder;
+    },
+  });
 }
 
 // -- importing arguments from the MCP server ------------------------------------------------
