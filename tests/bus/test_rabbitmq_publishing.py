@@ -18,7 +18,8 @@ from pamqp.header import ContentHeader
 from tests.bus.tcp_proxy import TcpProxy
 from tests.conftest import Backend
 from toolmesh import Message, Requeue, connect
-from toolmesh.bus.rabbitmq import RabbitMQBus, _settle_frame, content_header
+from toolmesh.bus.rabbitmq import RabbitMQBus
+from toolmesh.bus.rabbitmq_frames import content_header, settle_frame
 from toolmesh.errors import BusError, NoConsumer
 
 WAIT = 15.0
@@ -82,7 +83,7 @@ def test_content_headers_are_the_bytes_pamqp_writes(
 ])
 def test_settling_frames_are_the_bytes_pamqp_writes(method: int, frame: Any) -> None:
     flags = int(getattr(frame, "requeue", False) or getattr(frame, "multiple", False))
-    assert _settle_frame(9, method, frame.delivery_tag, flags) == pamqp.frame.marshal(frame, 9)
+    assert settle_frame(9, method, frame.delivery_tag, flags) == pamqp.frame.marshal(frame, 9)
 
 
 # --- batched publishing keeps every message, in order ------------------------------------

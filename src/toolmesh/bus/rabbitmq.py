@@ -18,7 +18,8 @@ again. A publish that fails because the connection is down waits for the reconne
 The hot path (a message out, a message in) skips aio-pika's message objects and aiormq's
 per-frame machinery: the bus marshals its publishes (with publisher confirms, ``mandatory``
 ones answered by the broker's return) and its acknowledgements itself, and writes all that
-one turn of the event loop produced in one write (:class:`Outbox`); its consumers are
+one turn of the event loop produced in one write (:mod:`toolmesh.bus.rabbitmq_publish`;
+frames: :mod:`toolmesh.bus.rabbitmq_frames`); its consumers are
 aiormq's, without aio-pika's wrapper around each delivery. ``bench/rabbitmq_rpc.py`` has the
 figures beside a plain aio-pika RPC.
 
@@ -32,11 +33,7 @@ toolmesh's connections — the same news, in a library's words, once a second.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextvars
-import itertools
 import logging
-import struct
 import time
 import uuid
 from collections.abc import Mapping
@@ -44,16 +41,14 @@ from typing import Any, cast
 
 import aio_pika
 import aiormq
-import pamqp.frame
 from aio_pika.abc import (
     AbstractRobustChannel,
     AbstractRobustConnection,
     AbstractRobustExchange,
     AbstractRobustQueue,
 )
-from aiormq.abc import ChannelFrame, DeliveredMessage
+from aiormq.abc import DeliveredMessage
 from pamqp import commands as spec
-from pamqp.header import ContentHeader
 
 from toolmesh.bus.base import (
     DEFAULT_CONCURRENCY,
@@ -66,335 +61,34 @@ from toolmesh.bus.base import (
 from toolmesh.bus.delivery import checked_handler, run_handler, run_inline
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
-from toolmesh.bus.rabbitmq_errors import connect_failure, loss_reason
+from toolmesh.bus.rabbitmq_errors import (
+    CONNECTION_ERRORS,
+    CONNECTION_OR_AMQP_ERRORS,
+    connect_failure,
+)
+from toolmesh.bus.rabbitmq_frames import ACK, REJECT, settle_frame
+from toolmesh.bus.rabbitmq_log import (
+    ConnectionReport,
+    current_report,
+    quiet_library_lines,
+)
+from toolmesh.bus.rabbitmq_publish import Outbox, Publisher
 from toolmesh.errors import BusError, NoConsumer
 from toolmesh.telemetry import metrics
 from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.bus.rabbitmq")
 
-#: errors meaning "the connection or channel went away", worth a retry after reconnecting
-_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    ConnectionError,
-    aiormq.exceptions.AMQPConnectionError,
-    aiormq.exceptions.ChannelInvalidStateError,
-    aiormq.exceptions.ChannelClosed,
-    RuntimeError,  # aio-pika: "Channel is closed" / "connection closed" while reconnecting
-    asyncio.TimeoutError,
-)
-_CONNECTION_OR_AMQP_ERRORS: tuple[type[BaseException], ...] = (
-    *_CONNECTION_ERRORS, aiormq.exceptions.AMQPError)
 
-
-class ConnectionReport:
-    """What one connection tells the log about losing the broker, each thing once.
-
-    The library's records of the connection's attempts reach it through
-    :class:`LibraryConnectionLines`; it tells them in toolmesh's words.
-    """
-
-    def __init__(self, url: str, *, reconnect_interval: float) -> None:
-        self.url = url
-        self.reconnect_interval = reconnect_interval
-        #: whether the connection worked once (before, a failure is the connect's BusError)
-        self.opened = False
-        self.closing = False
-        self._lost = False
-        self._reason: str | None = None
-
-    def lost(self, error: BaseException | None) -> None:
-        if self.closing or self._lost:
-            return
-        self._lost = True
-        log.warning("lost the connection to RabbitMQ at %s (%s); reconnecting every %g s",
-                    mask_url(self.url), loss_reason(error), self.reconnect_interval)
-
-    def attempt_failed(self, error: BaseException) -> None:
-        if self.closing or not self.opened:
-            return
-        reason = connect_failure(self.url, error)
-        if reason != self._reason:  # a new reason is news; the same one again is not
-            self._reason = reason
-            log.warning("still no connection to RabbitMQ at %s: %s; retrying every %g s",
-                        mask_url(self.url), reason, self.reconnect_interval)
-
-    def reconnected(self) -> None:
-        self._lost, self._reason = False, None
-        log.info("reconnected to RabbitMQ at %s", mask_url(self.url))
-
-
-#: the report of the connection whose machinery runs in this context: aio-pika starts the
-#: connection's tasks in the task that connects, so they inherit it
-_report: contextvars.ContextVar[ConnectionReport | None] = contextvars.ContextVar(
-    "toolmesh_rabbitmq_report", default=None)
-
-#: aio-pika's and aiormq's records of connection attempts and losses (their format strings)
-_ATTEMPT_FAILED = 'Connection attempt to "%s" failed'
-_CHURN = ("error when creating transport", "Connection to %s closed. Reconnecting",
-          _ATTEMPT_FAILED, "Unexpected connection close from remote",
-          "Cancelling cause reader exited abnormally")
-#: aio-pika's record of a callback that failed: a channel that tried to restore itself
-#: while the connection was still down (the connection restores it once it is back)
-_CALLBACK_FAILED = "Callback %r error"
-_LIBRARY_LOGGERS = ("aiormq.connection", "aio_pika.robust_connection", "aio_pika.tools")
-
-
-class LibraryConnectionLines(logging.Filter):
-    """Leaves out aio-pika's and aiormq's lines about a toolmesh connection's attempts and
-    losses (its :class:`ConnectionReport` says the same once); other records, and those of
-    connections toolmesh did not open, pass."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        report = _report.get()
-        if report is None or not isinstance(record.msg, str) or not _is_churn(record):
-            return True
-        args = record.args if isinstance(record.args, tuple) else ()
-        if record.msg.startswith(_ATTEMPT_FAILED) and len(args) > 1 \
-                and isinstance(args[1], BaseException):
-            report.attempt_failed(args[1])
-        return False
-
-
-def _is_churn(record: logging.LogRecord) -> bool:
-    msg = str(record.msg)
-    if msg.startswith(_CALLBACK_FAILED):
-        args = record.args if isinstance(record.args, tuple) else ()
-        return len(args) == 3 and "RobustChannel._on_close" in repr(args[0]) \
-            and isinstance(args[2], _CONNECTION_ERRORS)
-    return msg.startswith(_CHURN)
-
-
-def _quiet_library_lines() -> None:
-    for name in _LIBRARY_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, LibraryConnectionLines) for f in logger.filters):
-            logger.addFilter(LibraryConnectionLines())
 
 
 #: seconds a consumer's cancel may take (the connection can drop while it is under way)
 CANCEL_TIMEOUT = 5.0
 
-#: AMQP frame types and the frame end octet (AMQP 0-9-1, 4.2.3)
-_METHOD, _BODY, _FRAME_END = 1, 3, b"\xce"
-#: a method frame settling one delivery: type, channel, size 13, class 60 (basic), method,
-#: delivery tag, flags
-_SETTLE = struct.Struct(">BHIHHQB")
-_ACK, _REJECT = 80, 90
-_BODY_HEADER = struct.Struct(">BHI")
-
-
-def _settle_frame(channel: int, method: int, delivery_tag: int, flags: int) -> bytes:
-    return _SETTLE.pack(_METHOD, channel, 13, 60, method, delivery_tag, flags) + _FRAME_END
-
-
-#: a content header frame's start (type 2, channel, size) and its fixed fields (class 60,
-#: weight 0, body size, property flags)
-_HEADER_FRAME = struct.Struct(">BHI")
-_HEADER_FIELDS = struct.Struct(">HHQH")
-_LONG = struct.Struct(">I")
-#: property flags: content-type, headers, delivery-mode, message-id
-_HAS_CONTENT_TYPE, _HAS_HEADERS, _HAS_DELIVERY_MODE, _HAS_MESSAGE_ID = 0x8000, 0x2000, 0x1000, 0x80
-_CONTENT_TYPE = b"\x10application/json"
-
-
-def content_header(channel: int, body_size: int, headers: Mapping[str, str] | None,
-                   delivery_mode: int, message_id: str | None = None) -> bytes:
-    """The content header frame of a toolmesh message, marshalled: JSON, ``headers`` (string
-    values), ``delivery_mode``, and ``message_id`` if given — the bytes pamqp writes for the
-    same properties, a good deal faster (it is on every publish)."""
-    flags = _HAS_CONTENT_TYPE | _HAS_DELIVERY_MODE
-    parts = [b"", _CONTENT_TYPE]
-    if headers:
-        items: list[bytes] = []
-        for key, value in sorted(headers.items()):
-            name = key.encode()
-            if len(name) > 128:  # pamqp truncates long names (with a warning): let it
-                return pamqp.frame.marshal(ContentHeader(body_size=body_size, properties=(
-                    spec.Basic.Properties(content_type="application/json", headers=dict(headers),
-                                          delivery_mode=delivery_mode, message_id=message_id))),
-                    channel)
-            text = value.encode()
-            items += (bytes((len(name),)), name, b"S", _LONG.pack(len(text)), text)
-        table = b"".join(items)
-        parts += (_LONG.pack(len(table)), table)
-        flags |= _HAS_HEADERS
-    parts.append(bytes((delivery_mode,)))
-    if message_id is not None:
-        mid = message_id.encode()
-        parts += (bytes((len(mid),)), mid)
-        flags |= _HAS_MESSAGE_ID
-    parts[0] = _HEADER_FIELDS.pack(60, 0, body_size, flags)
-    payload = b"".join(parts)
-    return _HEADER_FRAME.pack(2, channel, len(payload)) + payload + _FRAME_END
-
 
 def exchange_name(queue: QueueId) -> str:
     """TrustGraph's exchange name for a queue id."""
     return f"{queue.topicspace}.{queue.cls}.{queue.topic}"
-
-
-class Outbox:
-    """What toolmesh sends on one connection — publishes and acknowledgements — written to
-    the socket together, once per turn of the event loop.
-
-    aiormq writes every frame with a call of its own (one ``send`` system call each, and on
-    the broker one read each); under load a turn of the loop produces many, so they leave as
-    one write. The bytes go through aiormq's write queue like its own frames, so they keep
-    their order with everything else on the connection.
-    """
-
-    def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        #: the connection's write queue the pending bytes are for (a new one after a
-        #: reconnection: bytes for the old one are dropped, the broker forgot that channel)
-        self._queue: asyncio.Queue[Any] | None = None
-        self._chunks: list[bytes] = []
-        self._scheduled = False
-        #: writes waiting for room in a full write queue, in order
-        self._backlog: collections.deque[ChannelFrame] = collections.deque()
-        self._pusher: asyncio.Task[None] | None = None
-
-    def write(self, channel: aiormq.Channel, *chunks: bytes) -> None:
-        """Send ``chunks`` (whole frames, marshalled) on ``channel``'s connection soon."""
-        queue = channel.write_queue
-        if queue is not self._queue:
-            self.flush()
-            self._drop_backlog()
-            self._queue = queue
-        self._chunks.extend(chunks)
-        if not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self._flush_soon)
-
-    def _flush_soon(self) -> None:
-        self._scheduled = False
-        self.flush()
-
-    def flush(self) -> None:
-        """Hand what is pending to the connection's writer now."""
-        if not self._chunks or self._queue is None:
-            return
-        frame = ChannelFrame(payload=b"".join(self._chunks), should_close=False)
-        self._chunks = []
-        if not self._backlog:
-            try:
-                self._queue.put_nowait(frame)
-                return
-            except asyncio.QueueFull:
-                pass
-        self._backlog.append(frame)
-        if self._pusher is None:
-            self._pusher = self._loop.create_task(self._push(self._queue))
-
-    async def _push(self, queue: asyncio.Queue[Any]) -> None:
-        try:
-            while self._backlog:
-                await queue.put(self._backlog[0])
-                self._backlog.popleft()
-        finally:
-            self._pusher = None
-
-    def _drop_backlog(self) -> None:
-        self._backlog.clear()
-        if self._pusher is not None:
-            self._pusher.cancel()
-            self._pusher = None
-
-    def close(self) -> None:
-        self.flush()
-        self._drop_backlog()
-
-
-class Publisher:
-    """Publishes on the bus's shared publishing channel, with publisher confirms, through the
-    :class:`Outbox` — what aiormq's ``basic_publish`` does, minus a task switch and a write of
-    its own per message.
-
-    Each publish takes the channel's next delivery tag and leaves its future where aiormq's
-    reader resolves it: the broker's ``Basic.Ack`` confirms it, a ``Basic.Return`` (a
-    mandatory publish nobody's queue took) fails it with ``PublishError``, and the channel's
-    closing fails it with the reason, as for aiormq's own publishes. (The channel attributes
-    this takes part in — ``delivery_tag``, ``confirmations``, ``message_id_delivery_tag``,
-    ``write_queue`` — are aiormq's bookkeeping of publishes, alike from 6.8 to 7.2;
-    ``tests/bus/test_rabbitmq_publishing.py`` fails if a later aiormq changes them.)
-    """
-
-    def __init__(self, channel: AbstractRobustChannel, outbox: Outbox) -> None:
-        self._robust = channel
-        self._outbox = outbox
-        self._channel: aiormq.Channel | None = None
-        #: message ids of mandatory publishes (a return names its publish by it)
-        self._id_prefix = f"tm-{uuid.uuid4().hex[:12]}-"
-        self._ids = itertools.count(1)
-        #: the marshalled Basic.Publish frames by (channel number, exchange, mandatory)
-        self._publish_frames: dict[tuple[int, str, bool], bytes] = {}
-
-    async def channel(self) -> aiormq.Channel:
-        channel = self._channel
-        if channel is None or channel.is_closed:
-            if self._robust.is_closed:
-                # the connection is down: the caller waits for it, as long as it may (asking
-                # the robust channel for its new underlay would wait without a limit)
-                raise aiormq.exceptions.ChannelInvalidStateError("the channel is closed")
-            # a robust channel's underlay is new after each reconnection
-            channel = self._channel = cast(aiormq.Channel,
-                                           await self._robust.get_underlay_channel())
-        return channel
-
-    async def publish(self, exchange: str, body: bytes, headers: Mapping[str, str] | None,
-                      delivery_mode: int, mandatory: bool) -> None:
-        """Publish and wait for the broker's confirmation; ``PublishError`` if it returns a
-        mandatory publish, a connection error if the channel closes first."""
-        channel = self._channel
-        if channel is None or channel.is_closed:
-            channel = await self.channel()
-        number = channel.number
-        key = (number, exchange, mandatory)
-        publish = self._publish_frames.get(key)
-        if publish is None:
-            if len(self._publish_frames) > 4096:
-                self._publish_frames.clear()
-            publish = self._publish_frames[key] = pamqp.frame.marshal(
-                spec.Basic.Publish(exchange=exchange, routing_key="", mandatory=mandatory), number)
-        message_id = f"{self._id_prefix}{next(self._ids)}" if mandatory else None
-        header = content_header(number, len(body), headers, delivery_mode, message_id)
-        # what aiormq's basic_publish does under its lock; nothing here awaits in between
-        channel.delivery_tag += 1
-        tag = channel.delivery_tag
-        confirmation = channel.create_future()
-        channel.confirmations[tag] = confirmation
-        if message_id is not None:
-            by_id = channel.message_id_delivery_tag
-            by_id[message_id] = tag
-            confirmation.add_done_callback(lambda _: by_id.pop(message_id, None))
-        limit = channel.max_content_size
-        if len(body) <= limit:
-            self._outbox.write(channel, publish, header, _BODY_HEADER.pack(_BODY, number, len(body)),
-                               body, _FRAME_END)
-        else:
-            chunks = [publish, header]
-            view = memoryview(body)
-            for start in range(0, len(body), limit):
-                piece = view[start:start + limit]
-                chunks += (_BODY_HEADER.pack(_BODY, number, len(piece)), bytes(piece), _FRAME_END)
-            self._outbox.write(channel, *chunks)
-        try:
-            result = await confirmation
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not channel.is_closed or (task is not None and task.cancelling()):
-                raise
-            # the channel closed under the publish: aiormq cancels what waits on it
-            raise aiormq.exceptions.ChannelInvalidStateError("the channel closed") from None
-        except aiormq.exceptions.AMQPError:
-            raise
-        except Exception as e:
-            if channel.is_closed:
-                raise aiormq.exceptions.ChannelInvalidStateError(
-                    f"the channel closed: {e!r}") from None
-            raise
-        if isinstance(result, DeliveredMessage):  # a return, on a channel that does not raise
-            raise aiormq.exceptions.PublishError(result, result.delivery)
 
 
 class RabbitMQProducer:
@@ -464,7 +158,7 @@ class RabbitMQSubscription:
             return
         try:
             await self._consume()
-        except _CONNECTION_OR_AMQP_ERRORS as e:
+        except CONNECTION_OR_AMQP_ERRORS as e:
             # lost again already: the next reopening tries again
             log.debug("could not consume %s again after reopening: %r", self.queue, e)
 
@@ -483,7 +177,7 @@ class RabbitMQSubscription:
             await self._amqp_queue.restore()
             if not self._closed:
                 await self._consume()
-        except _CONNECTION_OR_AMQP_ERRORS as e:
+        except CONNECTION_OR_AMQP_ERRORS as e:
             log.warning("could not consume %s again: %s", self.queue, e)
         finally:
             self._recovery = None
@@ -515,9 +209,9 @@ class RabbitMQSubscription:
             return
         tag = cast(int, delivery.delivery_tag)
         if outcome == "ack":
-            frame = _settle_frame(channel.number, _ACK, tag, 0)
+            frame = settle_frame(channel.number, ACK, tag, 0)
         else:  # requeue, or drop
-            frame = _settle_frame(channel.number, _REJECT, tag, outcome == "requeue")
+            frame = settle_frame(channel.number, REJECT, tag, outcome == "requeue")
         self._bus.outbox.write(channel, frame)
 
     async def close(self) -> None:
@@ -535,7 +229,7 @@ class RabbitMQSubscription:
             if self._tag is not None and channel is not None and not channel.is_closed \
                     and self._bus.connected.is_set():
                 await asyncio.wait_for(channel.basic_cancel(self._tag), CANCEL_TIMEOUT)
-        except _CONNECTION_OR_AMQP_ERRORS:
+        except CONNECTION_OR_AMQP_ERRORS:
             pass
         if self._running:
             self._idle = asyncio.get_running_loop().create_future()
@@ -543,7 +237,7 @@ class RabbitMQSubscription:
         self._bus.outbox.flush()  # the last acknowledgements go before the channel's close
         try:
             await self._channel.close()
-        except _CONNECTION_ERRORS:
+        except CONNECTION_ERRORS:
             pass
 
 
@@ -575,13 +269,13 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         take — a host that drops packets, or a server that is not RabbitMQ, would otherwise
         keep the process waiting without a word.
         """
-        _quiet_library_lines()
+        quiet_library_lines()
         report = ConnectionReport(url, reconnect_interval=reconnect_interval)
 
         async def open_connection() -> tuple[AbstractRobustConnection, AbstractRobustChannel]:
             # In a task of its own, so the report is set for the connection's machinery (it
             # inherits this context) and not for the caller.
-            _report.set(report)
+            current_report.set(report)
             connection = await aio_pika.connect_robust(
                 url,
                 reconnect_interval=reconnect_interval,
@@ -661,7 +355,7 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         try:
             try:
                 await publisher.publish(exchange, body, headers, delivery_mode, mandatory)
-            except _CONNECTION_ERRORS as e:
+            except CONNECTION_ERRORS as e:
                 await self._retrying(queue, lambda: publisher.publish(
                     exchange, body, headers, delivery_mode, mandatory), failed=e)
         except aiormq.exceptions.PublishError as e:
@@ -695,7 +389,7 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
                     pass
             try:
                 return await op()
-            except _CONNECTION_ERRORS as e:
+            except CONNECTION_ERRORS as e:
                 error = e
             except aiormq.exceptions.PublishError:
                 raise
@@ -717,7 +411,7 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         async def open_subscription() -> RabbitMQSubscription:
             # in the connection's context: the callbacks aio-pika registers for the channel
             # inherit it, so the log tells of its restoration as of the connection's
-            _report.set(self._report)
+            current_report.set(self._report)
             channel = await self._connection.channel(publisher_confirms=False)
             await channel.set_qos(prefetch_count=concurrency)
             exchange = await self._declare(channel, q)
@@ -749,5 +443,5 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
         self.outbox.close()
         try:
             await self._connection.close()
-        except _CONNECTION_ERRORS:
+        except CONNECTION_ERRORS:
             pass

@@ -9,6 +9,7 @@ them (the caller names it, masked).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import socket
 import ssl
@@ -20,6 +21,18 @@ _DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 #: getaddrinfo's errors: the host name could not be resolved
 _RESOLVE_ERRORS = frozenset(getattr(socket, name) for name in (
     "EAI_NONAME", "EAI_AGAIN", "EAI_FAIL", "EAI_NODATA") if hasattr(socket, name))
+
+#: errors meaning "the connection or channel went away", worth a retry after reconnecting
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    aiormq.exceptions.AMQPConnectionError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    aiormq.exceptions.ChannelClosed,
+    RuntimeError,  # aio-pika: "Channel is closed" / "connection closed" while reconnecting
+    asyncio.TimeoutError,
+)
+CONNECTION_OR_AMQP_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_ERRORS, aiormq.exceptions.AMQPError)
 
 
 def connect_failure(url: str, error: BaseException) -> str:
