@@ -16,6 +16,7 @@ from pamqp import commands as spec
 from pamqp.header import ContentHeader
 
 from tests.bus.tcp_proxy import TcpProxy
+from tests.bus.test_contract import Collector
 from tests.conftest import Backend
 from toolmesh import Message, Requeue, connect
 from toolmesh.bus.rabbitmq import RabbitMQBus
@@ -28,26 +29,6 @@ WAIT = 15.0
 @pytest.fixture
 def backend(rabbitmq: Backend) -> Backend:
     return rabbitmq
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self._changed = asyncio.Event()
-
-    async def __call__(self, message: Message) -> None:
-        self.messages.append(message)
-        self._changed.set()
-
-    @property
-    def values(self) -> list[Any]:
-        return [m.json() for m in self.messages]
-
-    async def wait_for(self, count: int) -> None:
-        async with asyncio.timeout(WAIT):
-            while len(self.messages) < count:
-                self._changed.clear()
-                await self._changed.wait()
 
 
 # --- the frames it marshals itself are the bytes pamqp writes -----------------------------
