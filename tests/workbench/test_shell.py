@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
+
+from playwright.async_api import expect
 
 from tests.workbench.conftest import Workbench, sign_in
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import Page, Route
 
 
 async def test_sign_in_with_the_token_shows_the_pages(page: Page, workbench: Workbench) -> None:
@@ -16,3 +19,32 @@ async def test_sign_in_with_the_token_shows_the_pages(page: Page, workbench: Wor
     for title in ("Tools", "MCP servers", "Tool services", "Prompts", "Agent", "Config"):
         await nav.get_by_role("link", name=title).wait_for()
     await page.get_by_role("heading", name="Tools", exact=True).wait_for()
+
+
+async def test_a_page_still_loading_does_not_replace_the_one_chosen_after_it(
+        page: Page, workbench: Workbench) -> None:
+    """The Tools page waits for the agent's view of the tools; held back here, it answers
+    only after the user has gone to Config, and must not take Config's place."""
+    held: list[Route] = []
+    arrived = asyncio.Event()
+
+    async def hold(route: Route) -> None:
+        held.append(route)
+        arrived.set()
+
+    await page.route("**/service/agent-tools", hold)
+    await page.goto(workbench.page_url)
+    await page.get_by_label("Token").fill(workbench.token)
+    await page.get_by_role("button", name="Sign in").click()
+    async with asyncio.timeout(15):
+        await arrived.wait()  # the Tools page is waiting for its data
+    await page.get_by_role("navigation", name="Workbench").get_by_role(
+        "link", name="Config").click()
+    await page.get_by_role("heading", name="Config", exact=True).wait_for()
+    async with page.expect_response("**/service/agent-tools"):
+        for route in held:
+            await route.continue_()
+    # the Tools page's render has had its data: give it the turns it needs to finish
+    await page.evaluate("new Promise((done) => setTimeout(done, 200))")
+    await expect(page.get_by_role("heading", name="Config", exact=True)).to_be_visible()
+    await expect(page.get_by_role("heading", name="Tools", exact=True)).to_have_count(0)

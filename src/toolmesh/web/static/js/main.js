@@ -109,7 +109,12 @@ function shell(workspaces) {
     h("main", { id: "page", tabindex: "-1" }));
 }
 
+// Each navigation's number: a page whose data comes back after the user has moved on must
+// not replace the page they moved to.
+let shown = 0;
+
 async function show() {
+  const mine = ++shown;
   const route = (location.hash.replace(/^#\/?/, "").split("/")[0]) || "tools";
   const page = PAGES.find((p) => p.route === route) || PAGES[0];
   for (const link of document.querySelectorAll("nav a")) {
@@ -123,8 +128,9 @@ async function show() {
     const module = await import(page.module);
     const ctx = { api, session, navigate: (r) => { location.hash = `#/${r}`; } };
     const content = await module.render(ctx);
-    if (document.getElementById("page") === main) replace(main, content);
+    if (mine === shown && document.getElementById("page") === main) replace(main, content);
   } catch (e) {
+    if (mine !== shown) return;  // a failure of a page nobody is looking at any more
     if (e instanceof ApiError && e.status === 401) {
       api.setToken("");
       signIn("The token is no longer accepted; sign in again.");
