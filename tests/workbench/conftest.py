@@ -17,11 +17,13 @@ Fixtures:
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import pytest
 
 from tests.browser import chromium, chromium_missing
@@ -66,6 +68,27 @@ class Workbench:
     @property
     def page_url(self) -> str:
         return self.served.url + "workbench/"
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST`` ``body`` to ``path`` of the gateway with its own token; the JSON answer."""
+        async with aiohttp.ClientSession() as session, \
+                session.post(self.url + path, json=body,
+                          headers={"Authorization": f"Bearer {self.token}"}) as r:
+            return await r.json()
+
+    async def config(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A config request; its answer, which must not be an error."""
+        answer = await self.post("api/v1/config", body)
+        assert not answer.get("error"), answer
+        return answer
+
+    async def stored(self, type: str, key: str) -> Any:
+        """The value of config item ``type/key`` as the API reads it (secrets masked),
+        parsed; ``None`` if there is none."""
+        answer = await self.config({"operation": "get", "keys": [{"type": type, "key": key}]})
+        values = answer.get("values") or [{}]
+        value = values[0].get("value")
+        return json.loads(value) if value is not None else None
 
 
 @pytest.fixture
@@ -131,6 +154,16 @@ async def sign_in(page: Page, workbench: Workbench, token: str | None = None) ->
     await page.get_by_label("Token").fill(token or workbench.token)
     await page.get_by_role("button", name="Sign in").click()
     await page.get_by_role("button", name="Sign out").wait_for()
+
+
+async def open_page(page: Page, workbench: Workbench, link: str, heading: str | None = None,
+                    token: str | None = None) -> None:
+    """Sign in (with ``token``, default the gateway's) and go to the page the navigation's
+    ``link`` names, once its ``heading`` (default: the link's text) shows."""
+    await sign_in(page, workbench, token)
+    await page.get_by_role("navigation", name="Workbench").get_by_role(
+        "link", name=link, exact=True).click()
+    await page.get_by_role("heading", name=heading or link, exact=True).wait_for()
 
 
 async def received_text(page: Page) -> str:

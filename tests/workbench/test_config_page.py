@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tests.cli.test_agent_cli import EXAMPLES
-from tests.gateway.test_scoped_tokens import create, post
+from tests.gateway.test_scoped_tokens import create
 from tests.workbench.conftest import MCP_TOKEN, Workbench, received_text
 from tests.workbench.test_prompts_page import open_page
 
@@ -21,15 +21,9 @@ TOOL = {"type": "tool-service", "name": "tell-joke", "description": HOSTILE,
         "service": "joke-service", "arguments": []}
 
 
-async def config(workbench: Workbench, body: dict[str, Any]) -> dict[str, Any]:
-    status, answer = await post(workbench.served, "api/v1/config", body, workbench.token)
-    assert status == 200 and "error" not in answer, answer
-    return answer
-
-
 async def workspace_config(workbench: Workbench) -> dict[str, dict[str, Any]]:
     """The workspace's config as the API answers it, values parsed (as the export has them)."""
-    answer = await config(workbench, {"operation": "config"})
+    answer = await workbench.config({"operation": "config"})
 
     def parsed(text: str) -> Any:
         try:
@@ -39,15 +33,9 @@ async def workspace_config(workbench: Workbench) -> dict[str, dict[str, Any]]:
     return {t: {k: parsed(v) for k, v in items.items()} for t, items in answer["config"].items()}
 
 
-async def stored(workbench: Workbench, type: str, key: str) -> Any:
-    answer = await config(workbench, {"operation": "get", "keys": [{"type": type, "key": key}]})
-    values = answer["values"]
-    return json.loads(values[0]["value"]) if values and values[0]["value"] is not None else None
-
-
 async def test_export_downloads_the_workspace_config_with_secrets_masked(
         page: Page, workbench: Workbench, tmp_path: Path) -> None:
-    await config(workbench, {"operation": "put", "values": [
+    await workbench.config({"operation": "put", "values": [
         {"type": "tool", "key": "tell-joke", "value": json.dumps(TOOL)},
         {"type": "mcp", "key": "weather", "value": json.dumps(
             {"url": "http://127.0.0.1:9/mcp", "auth-token": MCP_TOKEN})}]})
@@ -85,8 +73,8 @@ async def test_import_a_file_stores_its_items(page: Page, workbench: Workbench,
         re.compile("joke-service"))
     await page.get_by_role("button", name="Import").click()
     await page.get_by_role("status").filter(has_text="Imported 2 items").wait_for()
-    assert await stored(workbench, "tool", "tell-joke") == TOOL
-    assert await stored(workbench, "tool-service", "joke-service") == service
+    assert await workbench.stored("tool", "tell-joke") == TOOL
+    assert await workbench.stored("tool-service", "joke-service") == service
     # the view shows what was imported
     await page.get_by_label("Workspace config").filter(has_text="joke-service").wait_for()
 
@@ -104,8 +92,8 @@ async def test_an_invalid_import_stores_nothing_and_shows_the_error(page: Page,
     await note.wait_for()
     assert "invalid field 'type' of tool/bad" in await note.text_content()
     assert "unknown tool type 'teleport'" in await note.text_content()
-    assert await stored(workbench, "tool", "good") is None
-    assert await stored(workbench, "tool", "bad") is None
+    assert await workbench.stored("tool", "good") is None
+    assert await workbench.stored("tool", "bad") is None
 
 
 async def test_a_read_only_token_may_export_but_not_import(page: Page,

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from playwright.async_api import expect
 
 from tests.mcp.servers import ServerProcess
 from tests.processes import run_toolmesh
 from tests.servers import stored_raw
-from tests.workbench.conftest import MCP_TOKEN, Workbench, received_text, sign_in
+from tests.workbench.conftest import MCP_TOKEN, Workbench, open_page, received_text
 from toolmesh.secrets.crypto import is_sealed
 
 if TYPE_CHECKING:
@@ -22,25 +21,9 @@ if TYPE_CHECKING:
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-async def api(http: aiohttp.ClientSession, workbench: Workbench, path: str,
-              body: dict[str, Any]) -> dict[str, Any]:
-    async with http.post(workbench.url + path, json=body,
-                         headers={"Authorization": f"Bearer {workbench.token}"}) as r:
-        return await r.json()
-
-
-async def item_via_api(http: aiohttp.ClientSession, workbench: Workbench, key: str) -> Any:
-    body = await api(http, workbench, "api/v1/config",
-                     {"operation": "get", "keys": [{"type": "mcp", "key": key}]})
-    values = body.get("values") or []
-    value = values[0].get("value") if values else None
-    return json.loads(value) if value is not None else None
-
-
-async def invoke(http: aiohttp.ClientSession, workbench: Workbench, key: str,
-                 parameters: dict[str, Any]) -> dict[str, Any]:
-    return await api(http, workbench, "api/v1/flow/default/service/mcp-tool",
-                     {"name": key, "parameters": parameters})
+async def invoke(workbench: Workbench, key: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return await workbench.post("api/v1/flow/default/service/mcp-tool",
+                                {"name": key, "parameters": parameters})
 
 
 def assert_token_stored(workbench: Workbench, key: str) -> dict[str, Any]:
@@ -51,19 +34,9 @@ def assert_token_stored(workbench: Workbench, key: str) -> dict[str, Any]:
     return raw
 
 
-async def open_page(page: Page, workbench: Workbench, token: str | None = None) -> None:
-    await sign_in(page, workbench, token)
-    # the first page first: a page still loading when the route changes could replace the next
-    await page.get_by_role("heading", name="Tools", exact=True).wait_for()
-    await page.get_by_role("navigation", name="Workbench").get_by_role(
-        "link", name="MCP servers").click()
-    await page.get_by_role("heading", name="MCP servers", exact=True).wait_for()
-
-
 async def test_a_server_is_created_tested_and_edited_and_its_token_never_shown(
-        page: Page, workbench: Workbench, mcp_server: ServerProcess,
-        http: aiohttp.ClientSession) -> None:
-    await open_page(page, workbench)
+        page: Page, workbench: Workbench, mcp_server: ServerProcess) -> None:
+    await open_page(page, workbench, "MCP servers")
     await page.get_by_role("button", name="New MCP server").click()
     await page.get_by_label("Key").fill("forecast")
     await page.get_by_label("URL").fill(mcp_server.url)
@@ -76,7 +49,7 @@ async def test_a_server_is_created_tested_and_edited_and_its_token_never_shown(
     raw = assert_token_stored(workbench, "forecast")
     assert (raw["url"], raw["remote-name"], raw["transport"]) == \
         (mcp_server.url, "weather", "streamable-http")
-    assert (await item_via_api(http, workbench, "forecast"))["auth-token"] == "***"
+    assert (await workbench.stored("mcp", "forecast"))["auth-token"] == "***"
     # the list says a token is stored; the form's token input is empty, with the hint
     row = page.get_by_role("row").filter(has=page.get_by_role("link", name="forecast"))
     await expect(row).to_contain_text("stored")
@@ -102,7 +75,7 @@ async def test_a_server_is_created_tested_and_edited_and_its_token_never_shown(
         'Saved MCP server "forecast".')
     raw = assert_token_stored(workbench, "forecast")
     assert raw["url"] == edited
-    answer = await invoke(http, workbench, "forecast", {"city": "Oslo", "days": 2})
+    answer = await invoke(workbench, "forecast", {"city": "Oslo", "days": 2})
     assert answer.get("text") == "Oslo: sunny for 2 days", answer
 
     # removing the token: stored without one, and the server then turns the page away
@@ -120,8 +93,8 @@ async def test_a_server_is_created_tested_and_edited_and_its_token_never_shown(
 
 
 async def test_errors_show_beside_their_field_and_nothing_is_stored(
-        page: Page, workbench: Workbench, http: aiohttp.ClientSession) -> None:
-    await open_page(page, workbench)
+        page: Page, workbench: Workbench) -> None:
+    await open_page(page, workbench, "MCP servers")
     await page.get_by_role("button", name="New MCP server").click()
     await page.get_by_role("button", name="Create").click()
     await expect(page.get_by_text("Give the server a key.").first).to_be_visible()
@@ -134,7 +107,7 @@ async def test_errors_show_beside_their_field_and_nothing_is_stored(
     await expect(url_field.get_by_role("alert")).to_contain_text(
         "must be an http:// or https:// URL")
     await expect(page.get_by_label("URL")).to_have_attribute("aria-invalid", "true")
-    assert await item_via_api(http, workbench, "ftp-server") is None
+    assert await workbench.stored("mcp", "ftp-server") is None
 
     # a stdio server: the gateway runs no command it was not told to allow; its error shows
     await page.get_by_label("Transport").select_option("stdio")
@@ -143,7 +116,7 @@ async def test_errors_show_beside_their_field_and_nothing_is_stored(
     await page.get_by_label("Arguments").fill("-m\nmcp_server_time")
     await page.get_by_role("button", name="Create").click()
     await expect(page.get_by_role("status").filter(has_text="Not saved")).to_contain_text("python3")
-    assert await item_via_api(http, workbench, "ftp-server") is None
+    assert await workbench.stored("mcp", "ftp-server") is None
 
     # a hostile remote name, stored, reads as text everywhere
     await page.get_by_label("Transport").select_option("streamable-http")
@@ -162,14 +135,13 @@ async def test_errors_show_beside_their_field_and_nothing_is_stored(
     await page.get_by_role("button", name="Yes, delete ftp-server").click()
     await expect(page.get_by_role("status").filter(has_text="Deleted")).to_have_text(
         'Deleted MCP server "ftp-server".')
-    assert await item_via_api(http, workbench, "ftp-server") is None
+    assert await workbench.stored("mcp", "ftp-server") is None
     await expect(page.get_by_role("link", name="ftp-server")).to_have_count(0)
 
 
 async def test_a_read_only_token_sees_the_settings_and_cannot_change_them(
-        page: Page, workbench: Workbench, mcp_server: ServerProcess,
-        http: aiohttp.ClientSession) -> None:
-    put = await api(http, workbench, "api/v1/config", {"operation": "put", "values": [
+        page: Page, workbench: Workbench, mcp_server: ServerProcess) -> None:
+    put = await workbench.post("api/v1/config", {"operation": "put", "values": [
         {"type": "mcp", "key": "adder", "value": json.dumps(
             {"url": mcp_server.url, "remote-name": "add", "auth-token": MCP_TOKEN})}]})
     assert "error" not in put, put
@@ -177,7 +149,7 @@ async def test_a_read_only_token_sees_the_settings_and_cannot_change_them(
                                         "-c", "agent", "--name", "ro", "-u", workbench.url,
                                         "-t", workbench.token)
     assert code == 0, err
-    await open_page(page, workbench, out.strip())
+    await open_page(page, workbench, "MCP servers", token=out.strip())
     await expect(page.locator(".read-only-note")).to_contain_text("can only read")
     await expect(page.get_by_role("button", name="New MCP server")).to_have_count(0)
     await page.get_by_role("link", name="adder").click()

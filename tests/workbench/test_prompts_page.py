@@ -15,27 +15,14 @@ if TYPE_CHECKING:
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-async def config(workbench: Workbench, body: dict[str, Any]) -> dict[str, Any]:
-    status, answer = await post(workbench.served, "api/v1/config", body, workbench.token)
-    assert status == 200 and "error" not in answer, answer
-    return answer
-
-
 async def put(workbench: Workbench, **items: Any) -> None:
-    await config(workbench, {"operation": "put", "values": [
+    await workbench.config({"operation": "put", "values": [
         {"type": "prompt", "key": k, "value": json.dumps(v)} for k, v in items.items()]})
-
-
-async def stored(workbench: Workbench, key: str) -> Any:
-    answer = await config(workbench, {"operation": "get", "keys": [{"type": "prompt", "key": key}]})
-    values = answer["values"]
-    return json.loads(values[0]["value"]) if values and values[0]["value"] is not None else None
 
 
 async def open_page(page: Page, workbench: Workbench, route: str,
                     token: str | None = None) -> None:
-    """Sign in straight onto ``route``: going there after landing on the Tools page could let
-    that page, still loading, replace this one (main.js's router does not drop stale renders)."""
+    """Sign in straight onto ``route`` (a template's own page has no link to click)."""
     await page.goto(f"{workbench.page_url}#/{route}")
     await page.get_by_label("Token").fill(token or workbench.token)
     await page.get_by_role("button", name="Sign in").click()
@@ -64,14 +51,14 @@ async def test_edit_preview_with_variables_then_save(page: Page, workbench: Work
     # the workspace's system prompt applies to a template without its own
     assert await page.get_by_label("Rendered system prompt").text_content() == "Be kind."
     assert await page.locator("main img").count() == 0
-    assert await stored(workbench, "template.greet") == {"prompt": "Hello {{ name }}",
+    assert await workbench.stored("prompt", "template.greet") == {"prompt": "Hello {{ name }}",
                                                          "response-type": "text"}  # not saved yet
 
     await page.get_by_label("System prompt of this template").fill("Own system.")
     await page.get_by_label("Response type").select_option("json")
     await page.get_by_role("button", name="Save", exact=True).click()
     await page.get_by_role("status").filter(has_text="Saved prompt/template.greet.").wait_for()
-    assert await stored(workbench, "template.greet") == {
+    assert await workbench.stored("prompt", "template.greet") == {
         "prompt": "Hi {{ name }} from {{ place }}!", "response-type": "json", "system": "Own system."}
     # the prompt service serves the saved template
     status, body = await post(workbench.served, "api/v1/flow/default/service/prompt", {
@@ -93,7 +80,7 @@ async def test_a_syntax_error_is_shown_beside_the_prompt_and_not_saved(
     assert await page.get_by_label("Prompt", exact=True).get_attribute("aria-invalid") == "true"
     await page.get_by_role("button", name="Save", exact=True).click()
     await page.get_by_role("status").filter(has_text="Not saved").wait_for()
-    assert await stored(workbench, "template.greet") == {"prompt": "Hello {{ name }}"}
+    assert await workbench.stored("prompt", "template.greet") == {"prompt": "Hello {{ name }}"}
 
 
 async def test_create_a_template_and_delete_it(page: Page, workbench: Workbench) -> None:
@@ -106,7 +93,7 @@ async def test_create_a_template_and_delete_it(page: Page, workbench: Workbench)
     await page.get_by_label("Prompt", exact=True).fill("{{ word | upper }}!")
     await page.get_by_role("button", name="Create").click()
     await page.get_by_role("heading", name="Template shout").wait_for()
-    assert await stored(workbench, "template.shout") == {"prompt": "{{ word | upper }}!",
+    assert await workbench.stored("prompt", "template.shout") == {"prompt": "{{ word | upper }}!",
                                                          "response-type": "text"}
     await page.get_by_label("Variables (JSON object)").fill('{"word": "hey"}')
     await page.get_by_role("button", name="Preview").click()
@@ -115,7 +102,7 @@ async def test_create_a_template_and_delete_it(page: Page, workbench: Workbench)
     await page.get_by_role("button", name="Delete").click()
     await page.get_by_text("Choose a template to view or edit it.").wait_for()
     assert await page.get_by_role("link", name="shout").count() == 0
-    assert await stored(workbench, "template.shout") is None
+    assert await workbench.stored("prompt", "template.shout") is None
 
 
 async def test_the_workspace_system_prompt_is_saved_once_it_compiles(
@@ -126,11 +113,11 @@ async def test_the_workspace_system_prompt_is_saved_once_it_compiles(
     await page.get_by_role("button", name="Save system prompt").click()
     await page.locator(".field[data-field=system] .field-error").filter(
         has_text="syntax error in system").wait_for()
-    assert await stored(workbench, "system") == ""  # the shipped one: none
+    assert await workbench.stored("prompt", "system") == ""  # the shipped one: none
     await system.fill("Be brief.")
     await page.get_by_role("button", name="Save system prompt").click()
     await page.get_by_role("status").filter(has_text="System prompt saved.").wait_for()
-    assert await stored(workbench, "system") == "Be brief."
+    assert await workbench.stored("prompt", "system") == "Be brief."
 
 
 async def test_a_read_only_token_sees_templates_read_only_and_previews_the_stored_one(

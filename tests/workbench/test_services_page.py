@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from playwright.async_api import expect
 
 from tests.mcp.servers import ServerProcess
 from tests.processes import run_toolmesh
-from tests.workbench.conftest import MCP_TOKEN, Workbench, received_text, sign_in
+from tests.workbench.conftest import MCP_TOKEN, Workbench, open_page, received_text
 from toolmesh.tools.services.joke import tell_joke
 
 if TYPE_CHECKING:
@@ -23,28 +22,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "joke"
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-async def api(http: aiohttp.ClientSession, workbench: Workbench, path: str,
-              body: dict[str, Any]) -> dict[str, Any]:
-    async with http.post(workbench.url + path, json=body,
-                         headers={"Authorization": f"Bearer {workbench.token}"}) as r:
-        return await r.json()
-
-
-async def stored(http: aiohttp.ClientSession, workbench: Workbench, key: str) -> Any:
-    body = await api(http, workbench, "api/v1/config",
-                     {"operation": "get", "keys": [{"type": "tool-service", "key": key}]})
-    values = body.get("values") or []
-    value = values[0].get("value") if values else None
-    return json.loads(value) if value is not None else None
-
-
-async def open_page(page: Page, workbench: Workbench, token: str | None = None) -> None:
-    await sign_in(page, workbench, token)
-    # the first page first: a page still loading when the route changes could replace the next
-    await page.get_by_role("heading", name="Tools", exact=True).wait_for()
-    await page.get_by_role("navigation", name="Workbench").get_by_role(
-        "link", name="Tool services").click()
-    await page.get_by_role("heading", name="Tool services", exact=True).wait_for()
+async def open_services(page: Page, workbench: Workbench, token: str | None = None) -> None:
+    await open_page(page, workbench, "Tool services", token=token)
 
 
 def joke_row(page: Page) -> Any:
@@ -53,15 +32,15 @@ def joke_row(page: Page) -> Any:
 
 
 async def test_the_announced_joke_service_is_listed_live_and_configured_from_the_page(
-        page: Page, workbench: Workbench, http: aiohttp.ClientSession) -> None:
-    await open_page(page, workbench)
+        page: Page, workbench: Workbench) -> None:
+    await open_services(page, workbench)
     row = joke_row(page)
     await expect(row).to_contain_text("announced")
     await expect(row).to_contain_text("1 live instance")
     await expect(row).to_contain_text("tell-joke")
     await expect(row).to_contain_text("offered")
     await expect(row).not_to_contain_text("configured")
-    assert await stored(http, workbench, "joke-service") is None  # announced only
+    assert await workbench.stored("tool-service", "joke-service") is None  # announced only
 
     # store its descriptor from what it announced: the queues come prefilled
     await row.get_by_role("link", name="Configure joke-service").click()
@@ -77,13 +56,13 @@ async def test_the_announced_joke_service_is_listed_live_and_configured_from_the
     await page.get_by_role("button", name="Create").click()
     response = page.locator("[data-field='response-queue']")
     await expect(response.get_by_role("alert")).to_contain_text("notify (broadcast) queue")
-    assert await stored(http, workbench, "joke-service") is None
+    assert await workbench.stored("tool-service", "joke-service") is None
 
     await page.get_by_label("Response queue").fill("non-persistent://tg/response/joke")
     await page.get_by_role("button", name="Create").click()
     await expect(page.get_by_role("status").filter(has_text="Saved")).to_have_text(
         'Saved the descriptor of "joke-service".')
-    assert await stored(http, workbench, "joke-service") == \
+    assert await workbench.stored("tool-service", "joke-service") == \
         json.loads((EXAMPLES / "joke-service.json").read_text())
     await expect(joke_row(page)).to_contain_text("configured")
     await expect(joke_row(page)).to_contain_text("1 live instance")
@@ -94,7 +73,7 @@ async def test_the_announced_joke_service_is_listed_live_and_configured_from_the
     await page.get_by_label("Config param 2 required").check()
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_role("status").filter(has_text="Saved")).to_be_visible()
-    saved = await stored(http, workbench, "joke-service")
+    saved = await workbench.stored("tool-service", "joke-service")
     assert saved["config-params"][1] == {"name": HOSTILE, "required": True}
     await expect(page.get_by_label("Config param 2 name")).to_have_value(HOSTILE)
     await page.get_by_role("button", name="Try joke-service").click()
@@ -105,20 +84,19 @@ async def test_the_announced_joke_service_is_listed_live_and_configured_from_the
     await page.get_by_role("button", name="Yes, delete joke-service").click()
     await expect(page.get_by_role("status").filter(has_text="Deleted")).to_have_text(
         'Deleted the descriptor of "joke-service".')
-    assert await stored(http, workbench, "joke-service") is None
+    assert await workbench.stored("tool-service", "joke-service") is None
     await expect(joke_row(page)).not_to_contain_text("configured")
 
 
 async def test_invoking_the_joke_service_and_an_mcp_tool(
-        page: Page, workbench: Workbench, mcp_server: ServerProcess,
-        http: aiohttp.ClientSession) -> None:
-    put = await api(http, workbench, "api/v1/config", {"operation": "put", "values": [
+        page: Page, workbench: Workbench, mcp_server: ServerProcess) -> None:
+    put = await workbench.post("api/v1/config", {"operation": "put", "values": [
         {"type": "mcp", "key": "weather", "value": json.dumps(
             {"url": mcp_server.url, "auth-token": MCP_TOKEN})}]})
     assert "error" not in put, put
     sent: list[str] = []
     page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(str(payload))))
-    await open_page(page, workbench)
+    await open_services(page, workbench)
 
     await joke_row(page).get_by_role("button", name="Try joke-service").click()
     await page.get_by_label("Config (JSON object)").fill('{"style": "dad-joke"}')
@@ -159,7 +137,7 @@ async def test_a_token_that_may_not_invoke_or_write_sees_the_services_only(
                                         "-c", "agent", "--name", "ro", "-u", workbench.url,
                                         "-t", workbench.token)
     assert code == 0, err
-    await open_page(page, workbench, out.strip())
+    await open_services(page, workbench, out.strip())
     await expect(page.locator(".read-only-note")).to_contain_text("can only read")
     await expect(joke_row(page)).to_contain_text("1 live instance")
     await expect(page.get_by_text("needs the tools:invoke capability")).to_be_visible()

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from playwright.async_api import expect
 
 from tests.mcp.servers import ServerProcess
 from tests.processes import run_toolmesh
-from tests.workbench.conftest import MCP_TOKEN, Workbench, sign_in
+from tests.workbench.conftest import MCP_TOKEN, Workbench, open_page
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page
@@ -20,31 +19,19 @@ if TYPE_CHECKING:
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-async def api(http: aiohttp.ClientSession, workbench: Workbench, path: str,
-              body: dict[str, Any]) -> dict[str, Any]:
-    async with http.post(workbench.url + path, json=body,
-                         headers={"Authorization": f"Bearer {workbench.token}"}) as r:
-        answer = await r.json()
-    assert "error" not in answer or answer["error"] is None, answer
-    return answer
-
-
-async def stored(http: aiohttp.ClientSession, workbench: Workbench, type: str) -> dict[str, Any]:
+async def stored(workbench: Workbench, type: str) -> dict[str, Any]:
     """Every item of ``type`` as the config service answers getvalues: {key: value}."""
-    body = await api(http, workbench, "api/v1/config", {"operation": "getvalues", "type": type})
+    body = await workbench.config({"operation": "getvalues", "type": type})
     return {v["key"]: json.loads(v["value"]) for v in body.get("values") or []}
 
 
-async def put(http: aiohttp.ClientSession, workbench: Workbench, type: str, key: str,
-              value: dict[str, Any]) -> None:
-    await api(http, workbench, "api/v1/config", {"operation": "put", "values": [
+async def put(workbench: Workbench, type: str, key: str, value: dict[str, Any]) -> None:
+    await workbench.config({"operation": "put", "values": [
         {"type": type, "key": key, "value": json.dumps(value)}]})
 
 
 async def open_tools(page: Page, workbench: Workbench, token: str | None = None) -> None:
-    await sign_in(page, workbench, token)
-    await page.get_by_role("navigation", name="Workbench").get_by_role("link", name="Tools").click()
-    await page.get_by_role("heading", name="Tools", exact=True).wait_for()
+    await open_page(page, workbench, "Tools", token=token)
 
 
 def row_of(page: Page, key: str) -> Locator:
@@ -53,7 +40,7 @@ def row_of(page: Page, key: str) -> Locator:
 
 
 async def test_a_prompt_tool_with_two_arguments_is_created_and_offered(
-        page: Page, workbench: Workbench, http: aiohttp.ClientSession) -> None:
+        page: Page, workbench: Workbench) -> None:
     await open_tools(page, workbench)
     await page.get_by_role("button", name="New tool").click()
     await page.get_by_label("Key").fill("unit-facts")
@@ -81,7 +68,7 @@ async def test_a_prompt_tool_with_two_arguments_is_created_and_offered(
     await page.get_by_role("button", name="Create").click()
     await expect(page.get_by_role("status").filter(has_text="Saved tool")).to_contain_text("unit-facts")
 
-    tool = (await stored(http, workbench, "tool"))["unit-facts"]
+    tool = (await stored(workbench, "tool"))["unit-facts"]
     assert tool == {
         "type": "prompt", "name": "unit_facts", "description": "Facts about units",
         "template": "question",
@@ -99,9 +86,9 @@ async def test_a_prompt_tool_with_two_arguments_is_created_and_offered(
 
 
 async def test_an_mcp_tool_imports_its_arguments_from_the_server(
-        page: Page, workbench: Workbench, http: aiohttp.ClientSession,
+        page: Page, workbench: Workbench,
         mcp_server: ServerProcess) -> None:
-    await put(http, workbench, "mcp", "weather", {
+    await put(workbench, "mcp", "weather", {
         "url": mcp_server.url, "remote-name": "weather", "auth-token": MCP_TOKEN})
     await open_tools(page, workbench)
     await page.get_by_role("button", name="New tool").click()
@@ -131,7 +118,7 @@ async def test_an_mcp_tool_imports_its_arguments_from_the_server(
 
     await page.get_by_role("button", name="Create").click()
     await expect(page.get_by_role("status").filter(has_text="Saved tool")).to_be_visible()
-    tool = (await stored(http, workbench, "tool"))["forecast"]
+    tool = (await stored(workbench, "tool"))["forecast"]
     assert tool["type"] == "mcp-tool" and tool["mcp-tool"] == "weather", tool
     assert tool["arguments"] == [
         {"name": "city", "type": "string", "description": "The city", "required": True},
@@ -142,7 +129,7 @@ async def test_an_mcp_tool_imports_its_arguments_from_the_server(
 
 
 async def test_the_config_services_refusal_shows_beside_the_argument(
-        page: Page, workbench: Workbench, http: aiohttp.ClientSession) -> None:
+        page: Page, workbench: Workbench) -> None:
     await open_tools(page, workbench)
     await page.get_by_role("button", name="New tool").click()
     await page.get_by_label("Key").fill("bad-one")
@@ -172,12 +159,12 @@ async def test_the_config_services_refusal_shows_beside_the_argument(
     await expect(name2).to_have_attribute("aria-invalid", "true")
     await expect(name2.locator("xpath=..").get_by_role("alert")).to_contain_text("is required")
     await expect(values).not_to_have_attribute("aria-invalid", "true")
-    assert "bad-one" not in await stored(http, workbench, "tool")
+    assert "bad-one" not in await stored(workbench, "tool")
 
 
 async def test_hostile_text_shows_as_text_and_unknown_fields_survive_a_save(
-        page: Page, workbench: Workbench, http: aiohttp.ClientSession) -> None:
-    await put(http, workbench, "tool", "odd", {
+        page: Page, workbench: Workbench) -> None:
+    await put(workbench, "tool", "odd", {
         "type": "text-completion", "name": HOSTILE, "description": HOSTILE,
         "x-owner": {"team": "blue"}, "group": ["a", "b"]})
     await open_tools(page, workbench)
@@ -190,7 +177,7 @@ async def test_hostile_text_shows_as_text_and_unknown_fields_survive_a_save(
     await page.get_by_label("State after use").fill("done")
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_role("status").filter(has_text="Saved tool")).to_be_visible()
-    assert (await stored(http, workbench, "tool"))["odd"] == {
+    assert (await stored(workbench, "tool"))["odd"] == {
         "type": "text-completion", "name": HOSTILE, "description": HOSTILE,
         "x-owner": {"team": "blue"}, "group": ["a", "b"], "state": "done"}
     assert await page.locator("img").count() == 0
@@ -199,12 +186,12 @@ async def test_hostile_text_shows_as_text_and_unknown_fields_survive_a_save(
     await page.get_by_role("button", name="Yes, delete odd").click()
     await expect(page.get_by_role("status").filter(has_text="Deleted tool")).to_be_visible()
     await expect(row_of(page, "odd")).to_have_count(0)
-    assert "odd" not in await stored(http, workbench, "tool")
+    assert "odd" not in await stored(workbench, "tool")
 
 
 async def test_a_read_only_token_sees_the_tools_but_cannot_change_them(
-        page: Page, workbench: Workbench, http: aiohttp.ClientSession) -> None:
-    await put(http, workbench, "tool", "joke", {
+        page: Page, workbench: Workbench) -> None:
+    await put(workbench, "tool", "joke", {
         "type": "prompt", "name": "joke", "description": "Tell a joke", "template": "question",
         "arguments": [{"name": "topic", "type": "string", "description": "About what"}]})
     # config:read only: not even the agent's view of the tools
