@@ -40,6 +40,7 @@ _DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _LONG_NUMBER = b"0" * 19
 
 
+
 class Unsure(ValueError):
     """:func:`fast_loads` cannot vouch that its answer would be ``json.loads``'s: decode the
     text with ``json.loads`` instead (which also says what is wrong with it, if anything)."""
@@ -57,7 +58,8 @@ def dumps(value: Any) -> bytes:
     except TypeError:  # orjson.JSONEncodeError: json.dumps encodes it, or raises as before
         return _json_dumps(value)
     # orjson writes NaN and the infinities as null; only a body with a null can hold one
-    if b"null" in body and not _finite(value):
+    # (find, not ``in``: bytes' ``in`` first tries its operand as an int, and costs twice)
+    if body.find(b"null") >= 0 and not _finite(value):
         return _json_dumps(value)
     return body
 
@@ -102,7 +104,7 @@ def fast_loads(data: bytes | bytearray | memoryview | str) -> Any:
                 raise Unsure("not UTF-8") from None
         elif isinstance(data, memoryview):
             data = data.tobytes()
-    if _LONG_NUMBER in data.translate(_DIGITS):
+    if data.translate(_DIGITS).find(_LONG_NUMBER) >= 0:
         raise Unsure("a number of 19 digits or more")
     try:
         return orjson.loads(data)

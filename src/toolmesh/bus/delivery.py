@@ -7,43 +7,43 @@ import logging
 from typing import Literal, cast
 
 from toolmesh.bus.base import Handler, InlineHandler, Message, Requeue
-from toolmesh.bus.queue_id import QueueId
-from toolmesh.telemetry import metrics
+from toolmesh.telemetry.metrics import BusCounts
 
 log = logging.getLogger("toolmesh.bus")
 
 Outcome = Literal["ack", "requeue", "drop"]
 
 
-async def run_handler(handler: Handler, message: Message, queue: QueueId, *,
+async def run_handler(handler: Handler, message: Message, counts: BusCounts, *,
                       redelivered: bool = False) -> Outcome:
-    """Run ``handler`` on ``message`` and say what to do with the message afterwards.
+    """Run ``handler`` on ``message`` and say what to do with the message afterwards;
+    ``counts``: the consuming queue's.
 
     ``redelivered``: the broker says the message was delivered before (to a consumer that
     failed or vanished); counted apart in the bus metrics."""
-    metrics.bus_message(queue, "redelivered" if redelivered else "consumed")
+    (counts.redelivered if redelivered else counts.consumed)()
     try:
         await handler(message)
     except Requeue:
-        metrics.bus_message(queue, "requeued")
+        counts.requeued()
         return "requeue"
     except Exception:
-        return _dropped(message, queue)
+        return _dropped(message, counts)
     return "ack"
 
 
-def run_inline(handler: InlineHandler, message: Message, queue: QueueId, *,
+def run_inline(handler: InlineHandler, message: Message, counts: BusCounts, *,
                redelivered: bool = False) -> Outcome:
     """:func:`run_handler` for an inline handler: called, not awaited (see
     :meth:`toolmesh.bus.base.Bus.subscribe`)."""
-    metrics.bus_message(queue, "redelivered" if redelivered else "consumed")
+    (counts.redelivered if redelivered else counts.consumed)()
     try:
         call_inline(handler, message)
     except Requeue:
-        metrics.bus_message(queue, "requeued")
+        counts.requeued()
         return "requeue"
     except Exception:
-        return _dropped(message, queue)
+        return _dropped(message, counts)
     return "ack"
 
 
@@ -58,11 +58,11 @@ def call_inline(handler: InlineHandler, message: Message) -> None:
                         "handlers are plain functions")
 
 
-def _dropped(message: Message, queue: QueueId) -> Outcome:
+def _dropped(message: Message, counts: BusCounts) -> Outcome:
     # Never let one message take the consumer down; the traceback is the bug report.
     log.exception("handler failed on a message from %s (id=%s); message dropped",
-                  queue, message.id)
-    metrics.bus_message(queue, "dropped")
+                  counts.queue, message.id)
+    counts.dropped()
     return "drop"
 
 

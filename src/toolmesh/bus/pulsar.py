@@ -138,6 +138,7 @@ class PulsarProducer:
 
     def __init__(self, bus: PulsarBus, queue: QueueId) -> None:
         self.queue = queue
+        self._counts = metrics.BusCounts(queue)
         self._bus = bus
 
     async def send(self, value: Any, *, properties: Mapping[str, str] | None = None,
@@ -150,7 +151,7 @@ class PulsarProducer:
         # subscription will read the topic (that needs the admin API), so callers wait out
         # their deadline instead.
         await self._bus.publish(self.queue, bytes(body), string_properties(properties))
-        metrics.bus_message(self.queue, "published")
+        self._counts.published()
 
 
 class PulsarSubscription:
@@ -159,6 +160,7 @@ class PulsarSubscription:
     def __init__(self, queue: QueueId, consumer: Consumer, handler: Handler,
                  concurrency: int) -> None:
         self.queue = queue
+        self._counts = metrics.BusCounts(queue)
         self._consumer = consumer
         self._handler = handler
         self._slots = asyncio.Semaphore(concurrency)
@@ -201,7 +203,7 @@ class PulsarSubscription:
             message = Message(received.data(), string_properties(received.properties()))
             redelivered = received.redelivery_count() > 0
             while True:
-                outcome = await run_handler(self._handler, message, self.queue,
+                outcome = await run_handler(self._handler, message, self._counts,
                                             redelivered=redelivered)
                 redelivered = True  # a non-persistent topic's own retry is a redelivery too
                 if outcome != "requeue":

@@ -96,6 +96,7 @@ class RabbitMQProducer:
 
     def __init__(self, bus: RabbitMQBus, queue: QueueId) -> None:
         self.queue = queue
+        self._counts = metrics.BusCounts(queue)
         self._bus = bus
         self._exchange = exchange_name(queue)
         self._mode = 2 if queue.persistent else 1  # AMQP delivery modes
@@ -112,7 +113,7 @@ class RabbitMQProducer:
                     mandatory: bool) -> None:
         await self._bus.publish(self.queue, self._exchange, body,
                                 string_properties(properties), self._mode, mandatory=mandatory)
-        metrics.bus_message(self.queue, "published")
+        self._counts.published()
 
 
 class RabbitMQSubscription:
@@ -127,6 +128,7 @@ class RabbitMQSubscription:
                  amqp_queue: AbstractRobustQueue, handler: Handler | InlineHandler, *,
                  inline: bool) -> None:
         self.queue = queue
+        self._counts = metrics.BusCounts(queue)
         self._bus = bus
         self._channel = channel
         self._amqp_queue = amqp_queue
@@ -190,12 +192,12 @@ class RabbitMQSubscription:
         delivery = cast(spec.Basic.Deliver, delivered.delivery)
         message = Message(delivered.body, string_properties(delivered.header.properties.headers))
         if self._inline:
-            outcome = run_inline(cast(InlineHandler, self._handler), message, self.queue,
+            outcome = run_inline(cast(InlineHandler, self._handler), message, self._counts,
                                  redelivered=bool(delivery.redelivered))
         else:
             self._running += 1
             try:
-                outcome = await run_handler(cast(Handler, self._handler), message, self.queue,
+                outcome = await run_handler(cast(Handler, self._handler), message, self._counts,
                                             redelivered=bool(delivery.redelivered))
             finally:
                 self._running -= 1

@@ -39,11 +39,26 @@ def remaining() -> float | None:
 
 def bounded(timeout: float | None) -> float | None:
     """``timeout`` shortened to end before the deadline of the request being handled."""
-    left = remaining()
-    if left is None:
+    due = _deadline.get()
+    if due is None:  # not handling a request (or one without a deadline): nearly always
         return timeout
+    left = due - asyncio.get_running_loop().time()
     left -= margin(max(left, 0.0))
     return left if timeout is None else min(timeout, left)
+
+
+#: timeouts as sent, by timeout: the same few are sent over and over
+_texts: dict[float, str] = {}
+
+
+def as_property(timeout: float) -> str:
+    """``timeout`` (seconds) as the :data:`PROPERTY` value that carries it."""
+    text = _texts.get(timeout)
+    if text is None:
+        text = f"{max(timeout, 0.001):.3f}"
+        if len(_texts) < 256:  # a caller's own timeouts; ones cut by a deadline vary freely
+            _texts[timeout] = text
+    return text
 
 
 def from_properties(properties: Mapping[str, str]) -> float | None:
@@ -56,6 +71,18 @@ def from_properties(properties: Mapping[str, str]) -> float | None:
     except ValueError:
         return None
     return seconds if 0 < seconds < float("inf") else None
+
+
+def enter(due: float) -> Token[float | None]:
+    """From now on (in this context) the request being handled must be answered by loop time
+    ``due``; :func:`leave` with the token ends it. For callers that know ``due`` already
+    (a service, per request): :class:`handling` is the ``with`` block for the rest."""
+    return _deadline.set(due)
+
+
+def leave(token: Token[float | None]) -> None:
+    """End what :func:`enter` began."""
+    _deadline.reset(token)
 
 
 class handling:  # noqa: N801 - used as a function: ``with deadline.handling(timeout):``

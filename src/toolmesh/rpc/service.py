@@ -19,11 +19,12 @@ instead of waiting out their deadlines, and the process exits in bounded time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -40,13 +41,17 @@ log = logging.getLogger("toolmesh.service")
 
 Reply = Callable[[dict[str, Any]], Awaitable[None]]
 
+#: the span of a request when tracing is off
+_NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
+
 
 class _Expiry:
-    """Cancels the task handling a request when its caller's deadline passes — what
-    ``asyncio.timeout`` does, with the timer shared by every request in hand (see
-    :class:`~toolmesh.rpc.deadline.Deadlines`)."""
+    """The caller's deadline of one request in hand: calls made for it end sooner (see
+    :mod:`toolmesh.rpc.deadline`), and the task handling it is cancelled when it passes —
+    what ``deadline.handling`` and ``asyncio.timeout`` do together, with the timer shared
+    by every request in hand (see :class:`~toolmesh.rpc.deadline.Deadlines`)."""
 
-    __slots__ = ("_task", "_deadlines", "_key", "_cancelling", "_expired")
+    __slots__ = ("_cancelling", "_deadlines", "_expired", "_key", "_task", "_token")
 
     def __init__(self, task: asyncio.Task[Any], deadlines: deadline.Deadlines,
                  timeout: float) -> None:
@@ -55,7 +60,9 @@ class _Expiry:
         # cancellations asked of the task before: those are not the deadline's
         self._cancelling = task.cancelling()
         self._expired = False
-        self._key = deadlines.add(asyncio.get_running_loop().time() + timeout, self._expire)
+        due = task.get_loop().time() + timeout
+        self._token = deadline.enter(due)
+        self._key = deadlines.add(due, self._expire)
 
     def _expire(self) -> None:
         self._expired = True
@@ -73,6 +80,7 @@ class _Expiry:
     def end(self) -> None:
         """The handling is over: the deadline no longer matters, and a cancellation it
         asked for and the handler swallowed is taken back."""
+        deadline.leave(self._token)
         self._deadlines.discard(self._key)
         if self._expired:
             self._expired = False
@@ -107,6 +115,7 @@ class Service(ABC):
         self._stopping = False
         # the callers' deadlines of the requests in hand, on one timer
         self._deadlines = deadline.Deadlines()
+        self._counts = metrics.ServiceCounts(self.request_queue.topic)
         self._span_name = f"{self.request_queue.topic} handle"
         self._span_attributes = {"messaging.destination.name": str(self.request_queue),
                                  "toolmesh.service": type(self).__name__}
@@ -166,15 +175,16 @@ class Service(ABC):
         await self.stop()
 
     async def _on_request(self, message: Message) -> None:
+        """Handle one request: every way it can fail becomes an error response."""
         producer = self._producer
         assert producer is not None
-        request_id = message.id
+        properties = message.properties
+        request_id = properties.get("id")
         reply: Reply = functools.partial(
             producer.send, properties={"id": request_id} if request_id is not None else {})
-
         try:
             request = message.json()
-            if not isinstance(request, dict):
+            if type(request) is not dict:
                 raise MalformedMessage(
                     f"request must be a JSON object, not a JSON {type(request).__name__}")
         except MalformedMessage as e:
@@ -185,68 +195,60 @@ class Service(ABC):
             await reply(self.error_response({"type": "malformed-request", "message": e.message}))
             return
 
+        started = time.perf_counter()
         task = asyncio.current_task()
         assert task is not None
         self._handling.add(task)
-        started = time.perf_counter()
-        if not tracing.enabled():  # the same without a span (and without building its name)
-            failure = await self._handle_guarded(task, request, reply, request_id,
-                                                 message.properties)
-        else:
-            with tracing.span(self._span_name, kind="server", parent=message.properties,
-                              attributes=self._span_attributes) as span:
-                failure = await self._handle_guarded(task, request, reply, request_id,
-                                                     message.properties)
-                if failure is not None:
-                    tracing.failed(span, failure)
-        metrics.service_request(service=self.request_queue.topic,
-                                outcome=failure or "ok",
-                                seconds=time.perf_counter() - started)
-
-    async def _handle_guarded(self, task: asyncio.Task[Any], request: dict[str, Any],
-                              reply: Reply, request_id: str | None,
-                              properties: Mapping[str, str]) -> str | None:
-        """Run :meth:`handle`, turning every way it can fail into an error response; the
-        error type it answered with, or ``None``."""
         timeout = deadline.from_properties(properties)
-        expiry: _Expiry | None = None
-        error: dict[str, str]
-        try:
-            with deadline.handling(timeout):
-                if timeout is not None:
-                    expiry = _Expiry(task, self._deadlines, timeout)
+        expiry = None if timeout is None else _Expiry(task, self._deadlines, timeout)
+        error: dict[str, str] | None = None
+        # no span unless tracing is on (the name and attributes are not even looked at)
+        with (tracing.span(self._span_name, kind="server", parent=properties,
+                           attributes=self._span_attributes)
+              if tracing.enabled() else _NO_SPAN) as span:
+            try:
                 await self.handle(request, reply)
-            return None
-        except ToolmeshError as e:
+            except BaseException as e:
+                error = self._failure(e, task, expiry, request_id, timeout)
+            finally:
+                self._handling.discard(task)
+                if expiry is not None:
+                    expiry.end()
+            if error is not None:
+                await reply(self.error_response(error))
+                if span is not None:
+                    tracing.failed(span, error["type"])
+        self._counts.finished(None if error is None else error["type"],
+                              time.perf_counter() - started)
+
+    def _failure(self, e: BaseException, task: asyncio.Task[Any], expiry: _Expiry | None,
+                 request_id: str | None, timeout: float | None) -> dict[str, str]:
+        """The error response's ``error`` for what :meth:`handle` raised, or ``e`` raised
+        again when it is not the handler's to answer (a cancellation from outside)."""
+        if isinstance(e, ToolmeshError):
             log.info("request %s on %s failed: %s: %s", request_id, self.request_queue,
                      e.type, e.message)
-            error = e.to_wire()
-        except asyncio.CancelledError:
+            return e.to_wire()
+        if isinstance(e, asyncio.CancelledError):
             if expiry is not None and expiry.passed():
                 # the caller's deadline (a TimeoutError of the handler's own is a failure like
-                # any other: the next clause)
+                # any other: below)
                 log.info("request %s on %s was not answered within its caller's %g s",
                          request_id, self.request_queue, timeout)
-                error = {"type": "timeout",
-                         "message": f"{type(self).__name__} did not finish within the "
-                                    f"caller's deadline of {timeout:g} s"}
-            elif not self._stopping:
-                raise
-            else:
-                # the drain ran out: say so, and let the bus acknowledge the request
-                task.uncancel()
-                error = {"type": "service-stopping",
-                         "message": f"{type(self).__name__} stopped before it finished this "
-                                    "request; send it again"}
-        except Exception as e:
-            message = self.describe_failure(e)
-            # the traceback is for the service's author; the caller gets the one line
-            log.warning("request %s on %s failed: %s", request_id, self.request_queue,
-                        message, exc_info=True)
-            error = {"type": self.error_type, "message": message}
-        finally:
-            self._handling.discard(task)
-            if expiry is not None:
-                expiry.end()
-        await reply(self.error_response(error))
-        return error["type"]
+                return {"type": "timeout",
+                        "message": f"{type(self).__name__} did not finish within the "
+                                   f"caller's deadline of {timeout:g} s"}
+            if not self._stopping:
+                raise e
+            # the drain ran out: say so, and let the bus acknowledge the request
+            task.uncancel()
+            return {"type": "service-stopping",
+                    "message": f"{type(self).__name__} stopped before it finished this "
+                               "request; send it again"}
+        if not isinstance(e, Exception):
+            raise e  # KeyboardInterrupt, SystemExit: not a request's failure
+        message = self.describe_failure(e)
+        # the traceback is for the service's author; the caller gets the one line
+        log.warning("request %s on %s failed: %s", request_id, self.request_queue,
+                    message, exc_info=e)
+        return {"type": self.error_type, "message": message}

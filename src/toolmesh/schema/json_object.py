@@ -21,9 +21,11 @@ def json_object(value: Any, *, name: str, empty_ok: bool = True) -> dict[str, An
     that does not decode, or an object nested too deep or holding lone surrogates) with a
     message naming ``name``; the caller turns it into its boundary's error type.
     """
-    if empty_ok and (value is None or value == ""):
+    if type(value) is str and value:  # the usual case first: the JSON text of an object
+        value = loads(value, what=name)
+    elif empty_ok and (value is None or value == ""):
         return {}
-    if isinstance(value, str):
+    elif isinstance(value, str):
         value = loads(value, what=name)
     elif isinstance(value, dict):
         check(value, what=name)

@@ -22,8 +22,11 @@ def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any
             workspace: str | None = None) -> dict[str, str]:
     """Build a request; ``config`` and ``arguments`` travel JSON-encoded. ``workspace``: the
     caller's, beside ``user`` (a field services that do not know it ignore)."""
-    body = {"user": user, "config": json_codec.dumps(dict(config)).decode(),
-            "arguments": json_codec.dumps(dict(arguments)).decode()}
+    # dicts as they are (the usual case): orjson encodes only dicts as objects
+    body = {"user": user,
+            "config": json_codec.dumps(config if type(config) is dict else dict(config)).decode(),
+            "arguments": json_codec.dumps(
+                arguments if type(arguments) is dict else dict(arguments)).decode()}
     if workspace is not None:
         body["workspace"] = workspace
     return body
@@ -37,12 +40,9 @@ def parse_request(body: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[st
     elif not isinstance(user, str):  # 0, [] or {} too: a wrong type is refused, not defaulted
         raise ServiceError(f"'user' must be a string, not {type(user).__name__}",
                            type="malformed-request")
-    return user, _object_field(body, "config"), _object_field(body, "arguments")
-
-
-def _object_field(body: Mapping[str, Any], name: str) -> dict[str, Any]:
     try:
-        return json_object(body.get(name), name=repr(name))
+        return (user, json_object(body.get("config"), name="'config'"),
+                json_object(body.get("arguments"), name="'arguments'"))
     except ValueError as e:
         raise ServiceError(str(e), type="malformed-request") from None
 

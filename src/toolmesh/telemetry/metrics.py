@@ -29,7 +29,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -50,10 +56,30 @@ LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 STEPS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
 
 
+class Tally:
+    """One label set's count in a :class:`Counts` family, taken with no lookup and no lock:
+    for the counts taken on every message, resolved once by whoever counts them (a
+    producer, a subscription, a service) and then counted by the event loop's thread.
+
+    ``count`` is an increment of a plain int, which CPython does not switch threads in the
+    middle of: threads counting the same tally at once lose no count.
+    """
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def count(self) -> None:
+        """Count one (unless recording is off: :func:`set_enabled`)."""
+        if _enabled:
+            self.n += 1
+
+
 class Counts(Collector):
     """A counter family kept as plain numbers by label values, read when scraped.
 
-    For the counts taken on every message: one lock and one dict update per count, where a
+    For the counts taken on every message: a :class:`Tally` per label set, where a
     ``prometheus_client`` child costs a few method calls and a lock of its own. It is
     registered (in ``registry``, the default one unless told) when made, and scrapes as a
     ``Counter`` of the same name and labels would (``NAME_total``)."""
@@ -63,21 +89,50 @@ class Counts(Collector):
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
-        self._values: dict[tuple[str, ...], float] = {}
+        self._tallies: dict[tuple[str, ...], Tally] = {}
         self._lock = threading.Lock()
         registry.register(self)
 
+    def tally(self, labels: tuple[str, ...]) -> Tally:
+        """The tally of ``labels`` (the same one every time it is asked for)."""
+        tally = self._tallies.get(labels)
+        if tally is None:
+            with self._lock:
+                tally = self._tallies.setdefault(labels, Tally())
+        return tally
+
     def inc(self, labels: tuple[str, ...], amount: float = 1) -> None:
+        tally = self.tally(labels)
         with self._lock:
-            self._values[labels] = self._values.get(labels, 0) + amount
+            tally.n += amount
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
         with self._lock:
-            rows = list(self._values.items())
+            # a tally made but not yet counted is a series that has not happened yet
+            rows = [(labels, tally.n) for labels, tally in self._tallies.items() if tally.n]
         for labels, value in rows:
             family.add_metric(labels, value)
         yield family
+
+
+class LatencyRow:
+    """One label set's histogram in a :class:`Latencies` family: observations per bucket
+    and their sum, observed with no lookup and no lock (as a :class:`Tally` is counted)."""
+
+    __slots__ = ("_bounds", "buckets", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self._bounds = bounds
+        #: observations per bucket; the last one: above every bound
+        self.buckets = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        """Record one observation."""
+        # the first bound not below the value: a bucket counts values <= its bound ("le")
+        self.buckets[bisect.bisect_left(self._bounds, value)] += 1
+        self.sum += value
 
 
 class Latencies(Collector):
@@ -90,31 +145,32 @@ class Latencies(Collector):
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
         self._bounds = tuple(sorted(buckets))
-        # labels -> [observations per bucket (the last one: above every bound)..., sum]
-        self._rows: dict[tuple[str, ...], list[float]] = {}
+        self._rows: dict[tuple[str, ...], LatencyRow] = {}
         self._lock = threading.Lock()
         registry.register(self)
 
+    def row(self, labels: tuple[str, ...]) -> LatencyRow:
+        """The histogram of ``labels`` (the same one every time it is asked for)."""
+        row = self._rows.get(labels)
+        if row is None:
+            with self._lock:
+                row = self._rows.setdefault(labels, LatencyRow(self._bounds))
+        return row
+
     def observe(self, labels: tuple[str, ...], value: float) -> None:
-        # the first bound not below the value: a bucket counts values <= its bound ("le")
-        index = bisect.bisect_left(self._bounds, value)
-        with self._lock:
-            row = self._rows.get(labels)
-            if row is None:
-                row = self._rows[labels] = [0] * (len(self._bounds) + 1) + [0.0]
-            row[index] += 1
-            row[-1] += value
+        self.row(labels).observe(value)
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         with self._lock:
-            rows = [(labels, list(row)) for labels, row in self._rows.items()]
+            rows = [(labels, list(row.buckets), row.sum) for labels, row in self._rows.items()]
         bounds = [floatToGoString(b) for b in (*self._bounds, math.inf)]
-        for labels, row in rows:
-            cumulative = itertools.accumulate(row[:-1])
+        for labels, buckets, total in rows:
+            cumulative = itertools.accumulate(buckets)
             family.add_metric(labels, list(zip(bounds, cumulative, strict=True)),
-                              sum_value=row[-1])
+                              sum_value=total)
         yield family
+
 
 gateway_requests = Counter(
     "toolmesh_gateway_requests", "Requests the gateway answered, by route (rest or socket), "
@@ -169,10 +225,6 @@ _services = BoundedValues(200)
 _models = BoundedValues(50)
 _outcomes = BoundedValues(64)
 _children: dict[tuple[Any, ...], Any] = {}
-#: (queue, event) -> the label values it is counted under
-_bus_labels: dict[tuple[object, str], tuple[str, str]] = {}
-#: (service, outcome) -> the label values of its count and of its latency
-_service_labels: dict[tuple[str, str], tuple[tuple[str, str], tuple[str]]] = {}
 
 
 def set_enabled(enabled: bool) -> None:
@@ -207,17 +259,30 @@ def gateway_request(*, route: str, service: str, outcome: str, seconds: float) -
         _child(gateway_seconds, route, service).observe(seconds)
 
 
+class ServiceCounts:
+    """One service's requests (:data:`service_requests`, :data:`service_seconds`), its
+    labels resolved once: a service makes one and counts every request it finishes."""
+
+    __slots__ = ("_ok", "_seconds", "_service")
+
+    def __init__(self, service: str) -> None:
+        self._service = _services(service)
+        self._ok = service_requests.tally((self._service, "ok"))
+        self._seconds = service_seconds.row((self._service,))
+
+    def finished(self, outcome: str | None, seconds: float) -> None:
+        """One request finished: ``outcome`` ``None`` (ok) or the error type it answered."""
+        if _enabled:
+            tally = self._ok if outcome is None else \
+                service_requests.tally((self._service, _outcomes(outcome)))
+            tally.n += 1
+            self._seconds.observe(seconds)
+
+
 def service_request(*, service: str, outcome: str, seconds: float) -> None:
-    """One request a bus service finished."""
-    if _enabled:
-        labels = _service_labels.get((service, outcome))
-        if labels is None:
-            bounded = _services(service)
-            labels = ((bounded, _outcomes(outcome)), (bounded,))
-            if len(_service_labels) < 4 * _services.limit:  # past the label limit: uncached
-                _service_labels[(service, outcome)] = labels
-        service_requests.inc(labels[0])
-        service_seconds.observe(labels[1], seconds)
+    """One request a bus service finished (a service counts through its own
+    :class:`ServiceCounts` instead)."""
+    ServiceCounts(service).finished(None if outcome == "ok" else outcome, seconds)
 
 
 def tool_call(*, tool: str, type: str, outcome: str, seconds: float | None) -> None:
@@ -259,16 +324,28 @@ def dialog_finished(*, outcome: str, steps: int, seconds: float) -> None:
         dialog_seconds.observe(seconds)
 
 
+class BusCounts:
+    """The counts of one queue's messages (:data:`bus_messages`), one :meth:`Tally.count`
+    per event, resolved once by the producer or subscription that counts them."""
+
+    __slots__ = ("consumed", "dropped", "published", "queue", "redelivered", "requeued")
+
+    def __init__(self, queue: object) -> None:
+        self.queue = queue
+        label = _queues(str(queue))
+        self.published: Callable[[], None] = bus_messages.tally((label, "published")).count
+        self.consumed: Callable[[], None] = bus_messages.tally((label, "consumed")).count
+        #: consumed again, after a failure or a lost consumer
+        self.redelivered: Callable[[], None] = bus_messages.tally((label, "redelivered")).count
+        self.requeued: Callable[[], None] = bus_messages.tally((label, "requeued")).count
+        self.dropped: Callable[[], None] = bus_messages.tally((label, "dropped")).count
+
+
 def bus_message(queue: object, event: str) -> None:
-    """One message event on ``queue`` (see :data:`bus_messages` for the events)."""
+    """One message event on ``queue`` (see :data:`bus_messages` for the events; the buses
+    count through a :class:`BusCounts` instead)."""
     if _enabled:
-        # keyed by the queue object itself: the hottest call here, once per message
-        labels = _bus_labels.get((queue, event))
-        if labels is None:
-            labels = (_queues(str(queue)), event)
-            if len(_bus_labels) < 4 * _queues.limit:  # past the label limit: uncached
-                _bus_labels[(queue, event)] = labels
-        bus_messages.inc(labels)
+        bus_messages.tally((_queues(str(queue)), event)).n += 1
 
 
 def saw_config_version(version: int) -> None:
