@@ -9,6 +9,7 @@
 
 import { fieldOfError } from "../api.js";
 import { checkbox, confirmDelete, field, h, pretty, replace, select, status } from "../dom.js";
+import { go, subRoute } from "../route.js";
 
 const TYPE = "mcp";
 const MASK = "***";
@@ -25,7 +26,7 @@ let flash = null;
 export async function render(ctx) {
   const { api, session } = ctx;
   const items = await api.values(TYPE);
-  const route = subRoute();
+  const route = subRoute("mcp");
   const note = flash ? status(flash.text, flash.kind) : status();
   flash = null;
   const selected = items.find((i) => i.key === route);
@@ -50,23 +51,6 @@ export async function render(ctx) {
       h("button", { type: "button", onclick: () => go("mcp/new") }, "New MCP server")) : null,
     route ? null : note,
     list(items, route), editor);
-}
-
-/** The key in #/mcp/KEY ("" for the bare page). */
-function subRoute() {
-  const rest = location.hash.replace(/^#\/?mcp\/?/, "");
-  try {
-    return decodeURIComponent(rest);
-  } catch {
-    return rest;
-  }
-}
-
-/** Go to a route; the same route renders again (fresh data after a save). */
-function go(route) {
-  const target = `#/${route}`;
-  if (location.hash === target) window.dispatchEvent(new HashChangeEvent("hashchange"));
-  else location.hash = target;
 }
 
 function isStdio(value) {

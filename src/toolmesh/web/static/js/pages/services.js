@@ -8,6 +8,7 @@
 
 import { fieldOfError } from "../api.js";
 import { checkbox, confirmDelete, field, h, pretty, replace, select, status } from "../dom.js";
+import { go, subRoute } from "../route.js";
 
 const TYPE = "tool-service";
 
@@ -19,7 +20,7 @@ export async function render(ctx) {
   const { api, session } = ctx;
   const descriptors = await api.values(TYPE);
   const live = await liveView(api, session);
-  const route = subRoute();
+  const route = subRoute("services");
   const note = flash ? status(flash.text, flash.kind) : status();
   flash = null;
   const services = merge(descriptors, live.services);
@@ -44,22 +45,6 @@ export async function render(ctx) {
 }
 
 /** The id in #/services/ID ("" for the bare page). */
-function subRoute() {
-  const rest = location.hash.replace(/^#\/?services\/?/, "");
-  try {
-    return decodeURIComponent(rest);
-  } catch {
-    return rest;
-  }
-}
-
-/** Go to a route; the same route renders again (fresh data after a save). */
-function go(route) {
-  const target = `#/${route}`;
-  if (location.hash === target) window.dispatchEvent(new HashChangeEvent("hashchange"));
-  else location.hash = target;
-}
-
 /** The agent's view ({services, error}); a token without `agent` still sees the config. */
 async function liveView(api, session) {
   if (!session.can("agent")) {

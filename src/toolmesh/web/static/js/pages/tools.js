@@ -8,6 +8,7 @@
 
 import { parseValue, fieldOfError } from "../api.js";
 import { confirmDelete, field, h, replace, select, status } from "../dom.js";
+import { go, subRoute } from "../route.js";
 import { argumentEditor, argumentsFromSchema } from "./arguments.js";
 
 const TYPE = "tool";
@@ -31,7 +32,7 @@ let flash = null;
 export async function render(ctx) {
   const { api, session } = ctx;
   const { items, version } = await loadTools(api);
-  const route = subRoute();
+  const route = subRoute("tools");
   const selected = items.find((i) => i.key === route);
   const editing = (route === "new" && session.canWrite) || Boolean(selected);
   const [statuses, choices] = await Promise.all([
@@ -62,23 +63,6 @@ export async function render(ctx) {
     editor);
   if (editor) requestAnimationFrame(() => editor.scrollIntoView?.({ block: "nearest" }));
   return page;
-}
-
-/** The key in #/tools/KEY ("" for the bare page). */
-function subRoute() {
-  const rest = location.hash.replace(/^#\/?tools\/?/, "");
-  try {
-    return decodeURIComponent(rest);
-  } catch {
-    return rest;
-  }
-}
-
-/** Go to a route; the same route renders again (fresh data after a save). */
-function go(route) {
-  const target = `#/${route}`;
-  if (location.hash === target) window.dispatchEvent(new HashChangeEvent("hashchange"));
-  else location.hash = target;
 }
 
 // -- loading -------------------------------------------------------------------------------
