@@ -9,7 +9,7 @@ import contextvars
 from typing import Any
 
 from tests.conftest import Backend
-from toolmesh import Message
+from toolmesh import Bus, Message
 from toolmesh.errors import RequestError
 from toolmesh.rpc.client import RequestClient
 from toolmesh.rpc.service import Reply, Service
@@ -29,9 +29,7 @@ async def test_handlers_that_finish_at_once_share_one_task(memory: Backend) -> N
             done.set()
 
     await bus.subscribe(queue, handler, subscription="s", concurrency=100)
-    producer = await bus.producer(queue)
-    for n in range(100):
-        await producer.send({"n": n})
+    await _send_numbered(bus, queue, 100)
     await asyncio.wait_for(done.wait(), 5)
     assert len(set(map(id, tasks))) == 1
     assert tasks[0] is not asyncio.current_task()
@@ -50,10 +48,8 @@ async def test_each_handler_has_its_own_context_and_not_the_senders(memory: Back
             done.set()
 
     await bus.subscribe(queue, handler, subscription="s")
-    producer = await bus.producer(queue)
     mark.set("the sender's")
-    for n in range(3):
-        await producer.send({"n": n})
+    await _send_numbered(bus, queue, 3)
     await asyncio.wait_for(done.wait(), 5)
     assert seen == ["unset", "unset", "unset"]
     assert mark.get() == "the sender's"
@@ -80,9 +76,7 @@ async def test_a_handler_that_waits_holds_up_no_other(memory: Backend) -> None:
             all_done.set()
 
     await bus.subscribe(queue, handler, subscription="s", concurrency=9)
-    producer = await bus.producer(queue)
-    for n in range(9):
-        await producer.send({"n": n})
+    await _send_numbered(bus, queue, 9)
     # every handler that does not wait finishes while the ones that wait still wait
     await asyncio.wait_for(six_done.wait(), 5)
     assert sorted(finished) == [1, 2, 4, 5, 7, 8]
@@ -105,9 +99,7 @@ async def test_close_waits_for_a_handler_that_waits(memory: Backend) -> None:
         finished.append(message.json()["n"])
 
     sub = await bus.subscribe(queue, handler, subscription="s")
-    producer = await bus.producer(queue)
-    for n in range(2):
-        await producer.send({"n": n})
+    await _send_numbered(bus, queue, 2)
     await asyncio.sleep(0)  # both started and waiting
     closing = asyncio.create_task(sub.close())
     await asyncio.sleep(0.05)
@@ -115,6 +107,13 @@ async def test_close_waits_for_a_handler_that_waits(memory: Backend) -> None:
     release.set()
     await asyncio.wait_for(closing, 5)
     assert sorted(finished) == [0, 1]
+
+
+async def _send_numbered(bus: Bus, queue: str, count: int) -> None:
+    """``{"n": 0}`` … ``{"n": count - 1}`` to ``queue``, all in one turn of the loop."""
+    producer = await bus.producer(queue)
+    for n in range(count):
+        await producer.send({"n": n})
 
 
 class _Sleepy(Service):
