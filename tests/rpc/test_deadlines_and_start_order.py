@@ -28,7 +28,7 @@ def needs_no_consumer_signal(backend: Backend) -> None:
 class Probe(Service):
     """Answers with the seconds left to answer; ``{"hang": true}`` never answers;
     ``{"sleep": s}`` answers after ``s`` seconds; ``{"ask": {...}}`` asks ``inner`` and answers
-    with its answer."""
+    with its answer; ``{"at_once": true}`` answers without ever waiting."""
 
     def __init__(self, *args: Any, inner: RequestClient | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -38,6 +38,9 @@ class Probe(Service):
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         self.started.set()
+        if "at_once" in request:  # never waits: answered within the handler's first step
+            await reply({"remaining": deadline.remaining()})
+            return
         if "ask" in request:
             assert self.inner is not None
             await reply(await self.inner.request(request["ask"], timeout=600))
@@ -112,6 +115,21 @@ async def test_a_service_learns_its_callers_deadline_and_its_own_calls_end_soone
     # the outer service asked with timeout=600, shortened to its own deadline less a margin
     assert 3.0 < nested["remaining"] <= 4.5
     assert unbounded["remaining"] is None
+
+
+async def test_a_handler_that_never_waits_works_under_its_callers_deadline_too(
+        backend: Backend) -> None:
+    # the service runs such a handler's only step by hand, with no timer (see _on_request)
+    q = queues(backend)
+    async with Probe(await backend.connect(), subscription="probe", **q), \
+            RequestClient(await backend.connect(), **q) as client:
+        at_once = await client.request({"at_once": True}, timeout=5)
+        unbounded = await client.request({"at_once": True}, timeout=None)
+        # and the deadline ended with it: the next request is handled under its own
+        after = await client.request({"at_once": True}, timeout=30)
+    assert 4.0 < at_once["remaining"] <= 5.0
+    assert unbounded["remaining"] is None
+    assert 29.0 < after["remaining"] <= 30.0
 
 
 async def test_a_handler_still_running_at_its_callers_deadline_is_cancelled(

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import types
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine
 from typing import Any
+
+from toolmesh.coroutines import resume
 
 Run = Callable[[Any], Coroutine[Any, Any, None]]
 
@@ -68,7 +69,7 @@ class Batches:
                     raise
                 # it waits: the task is now its own; the rest of the batch goes on elsewhere
                 self._hand_on(batch, i + 1)
-                await _resume(coroutine, waits_on, context)
+                await resume(coroutine, waits_on, context)
                 return
         finally:
             self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
@@ -81,24 +82,3 @@ class Batches:
         """Wait until every batch started so far (and every one it handed on to) is done."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-
-@types.coroutine
-def _resume(coroutine: Coroutine[Any, Any, None], waits_on: Any,
-            context: contextvars.Context) -> Generator[Any, Any, None]:
-    """Go on running ``coroutine``, started elsewhere and now waiting on ``waits_on``, in
-    ``context``: what ``await`` does for a coroutine of its own, and the task's context
-    for this one's."""
-    while True:
-        try:
-            sent = yield waits_on
-        except BaseException as e:  # a cancellation, or the task being closed
-            try:
-                waits_on = context.run(coroutine.throw, e)
-            except StopIteration:
-                return
-        else:
-            try:
-                waits_on = context.run(coroutine.send, sent)
-            except StopIteration:
-                return

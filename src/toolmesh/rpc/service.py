@@ -24,10 +24,11 @@ import functools
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any
 
+from toolmesh import coroutines
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subscription
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, ToolmeshError
@@ -46,22 +47,19 @@ _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
 class _Expiry:
-    """The caller's deadline of one request in hand: calls made for it end sooner (see
-    :mod:`toolmesh.rpc.deadline`), and the task handling it is cancelled when it passes —
-    what ``deadline.handling`` and ``asyncio.timeout`` do together, with the timer shared
-    by every request in hand (see :class:`~toolmesh.rpc.deadline.Deadlines`)."""
+    """The caller's deadline of one request whose handling waits: the task handling it is
+    cancelled when it passes — what ``asyncio.timeout`` does, with the timer shared by
+    every request in hand (see :class:`~toolmesh.rpc.deadline.Deadlines`)."""
 
-    __slots__ = ("_cancelling", "_deadlines", "_expired", "_key", "_task", "_token")
+    __slots__ = ("_cancelling", "_deadlines", "_expired", "_key", "_task")
 
     def __init__(self, task: asyncio.Task[Any], deadlines: deadline.Deadlines,
-                 timeout: float) -> None:
+                 due: float) -> None:
         self._task = task
         self._deadlines = deadlines
         # cancellations asked of the task before: those are not the deadline's
         self._cancelling = task.cancelling()
         self._expired = False
-        due = task.get_loop().time() + timeout
-        self._token = deadline.enter(due)
         self._key = deadlines.add(due, self._expire)
 
     def _expire(self) -> None:
@@ -80,7 +78,6 @@ class _Expiry:
     def end(self) -> None:
         """The handling is over: the deadline no longer matters, and a cancellation it
         asked for and the handler swallowed is taken back."""
-        deadline.leave(self._token)
         self._deadlines.discard(self._key)
         if self._expired:
             self._expired = False
@@ -196,24 +193,31 @@ class Service(ABC):
             return
 
         started = time.perf_counter()
-        task = asyncio.current_task()
-        assert task is not None
-        self._handling.add(task)
         timeout = deadline.from_properties(properties)
-        expiry = None if timeout is None else _Expiry(task, self._deadlines, timeout)
+        due = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        # calls made for this request end before its caller's deadline (in this handler's
+        # own context: a task's, or a copy the bus made for it)
+        token = None if due is None else deadline.enter(due)
         error: dict[str, str] | None = None
         # no span unless tracing is on (the name and attributes are not even looked at)
         with (tracing.span(self._span_name, kind="server", parent=properties,
                            attributes=self._span_attributes)
               if tracing.enabled() else _NO_SPAN) as span:
+            # The handler's first step by hand: most finish in it, and one that never waits
+            # can be neither cancelled nor overtaken by its deadline, so it needs no timer
+            # and no place among the requests a stop cancels.
+            handling = self.handle(request, reply)
             try:
-                await self.handle(request, reply)
+                waits_on = handling.send(None)
+            except StopIteration:
+                pass
             except BaseException as e:
-                error = self._failure(e, task, expiry, request_id, timeout)
+                error = self._failure(e, None, request_id, timeout)
+            else:
+                error = await self._waiting(handling, waits_on, due, request_id, timeout)
             finally:
-                self._handling.discard(task)
-                if expiry is not None:
-                    expiry.end()
+                if token is not None:
+                    deadline.leave(token)
             if error is not None:
                 await reply(self.error_response(error))
                 if span is not None:
@@ -221,8 +225,28 @@ class Service(ABC):
         self._counts.finished(None if error is None else error["type"],
                               time.perf_counter() - started)
 
-    def _failure(self, e: BaseException, task: asyncio.Task[Any], expiry: _Expiry | None,
-                 request_id: str | None, timeout: float | None) -> dict[str, str]:
+    async def _waiting(self, handling: Coroutine[Any, Any, None], waits_on: Any,
+                       due: float | None, request_id: str | None, timeout: float | None,
+                       ) -> dict[str, str] | None:
+        """The rest of a handling that waits (see :meth:`_on_request`): cancelled by the
+        caller's deadline or a stop that runs out of patience; the error response's
+        ``error`` if it failed."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._handling.add(task)
+        expiry = None if due is None else _Expiry(task, self._deadlines, due)
+        try:
+            await coroutines.resume(handling, waits_on)
+        except BaseException as e:
+            return self._failure(e, expiry, request_id, timeout)
+        finally:
+            self._handling.discard(task)
+            if expiry is not None:
+                expiry.end()
+        return None
+
+    def _failure(self, e: BaseException, expiry: _Expiry | None, request_id: str | None,
+                 timeout: float | None) -> dict[str, str]:
         """The error response's ``error`` for what :meth:`handle` raised, or ``e`` raised
         again when it is not the handler's to answer (a cancellation from outside)."""
         if isinstance(e, ToolmeshError):
@@ -241,6 +265,8 @@ class Service(ABC):
             if not self._stopping:
                 raise e
             # the drain ran out: say so, and let the bus acknowledge the request
+            task = asyncio.current_task()
+            assert task is not None
             task.uncancel()
             return {"type": "service-stopping",
                     "message": f"{type(self).__name__} stopped before it finished this "
