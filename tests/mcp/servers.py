@@ -107,6 +107,20 @@ def build_server(name: str, *, place: str = "town") -> MCPServer:
             raise
         return f"slept {seconds:g} s"
 
+    groups: dict[str, tuple[list[int], anyio.Event]] = {}
+
+    @mcp.tool()
+    async def together(group: str, n: int, timeout: float = 10.0) -> int:
+        """Answer once ``n`` calls of ``group`` are in flight at once (or ``timeout`` passed):
+        for tests whose calls must overlap however loaded the machine is. How many came."""
+        arrived, everyone = groups.setdefault(group, ([0], anyio.Event()))
+        arrived[0] += 1
+        if arrived[0] >= n:
+            everyone.set()
+        with anyio.move_on_after(timeout):
+            await everyone.wait()
+        return arrived[0]
+
     @mcp.tool()
     async def wait_cancelled(timeout: float = 10.0) -> int:
         """How many calls were cancelled, once at least one was (or the timeout passed)."""

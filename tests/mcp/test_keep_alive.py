@@ -67,14 +67,21 @@ async def test_a_burst_of_concurrent_calls_keeps_its_connections_for_the_next(
     process = await start_server("streamable-http")
     try:
         target = Target("streamable-http", {"url": process.url}, process)
-        slow = target.tool("slow")
-        # 30 calls in flight at once hold 30 connections; httpx keeps only 20 idle by default
-        await asyncio.gather(*(pool.call_tool(slow, {"seconds": 0.3}, timeout=20)
-                               for _ in range(30)))
+        together = target.tool("together")
+
+        async def burst(group: str) -> None:
+            # 30 calls that the server answers only once all 30 are in flight, so they hold
+            # 30 connections however slowly they start; httpx keeps only 20 idle by default
+            arrived = await asyncio.gather(*(
+                pool.call_tool(together, {"group": group, "n": 30}, timeout=20)
+                for _ in range(30)))
+            assert max(int(r.text) for r in arrived) == 30
+
+        await burst("first")
         await asyncio.sleep(0.3)  # every answer read to its end
         before = await connections(pool, target)
-        await asyncio.gather(*(pool.call_tool(slow, {"seconds": 0.3}, timeout=20)
-                               for _ in range(30)))
+        assert before >= 30
+        await burst("second")
         assert await connections(pool, target) - before <= 2
     finally:
         await pool.close()
