@@ -110,6 +110,29 @@ async def test_an_error_response_raises_with_its_type_and_message(echo: tuple[Ec
     assert (e.value.type, e.value.message) == ("refused", "not today")
 
 
+class PlainHandle(Service):
+    """A handle() that is a plain function, not an async def: ``{"raise": msg}`` raises
+    at once, anything else is answered through the awaitable it returns."""
+
+    def handle(self, request: dict[str, Any], reply: Reply) -> Any:  # type: ignore[override]
+        if "raise" in request:
+            raise ValueError(request["raise"])
+        return asyncio.ensure_future(reply({"error": None, "plain": request}))
+
+
+async def test_a_handle_that_is_not_an_async_def_is_answered_or_fails_like_any(
+        backend: Backend) -> None:
+    q = queues(backend)
+    async with PlainHandle(await backend.connect(), subscription="plain", **q), \
+            RequestClient(await backend.connect(), **q) as client:
+        assert await client.request({"x": 1}, timeout=10) == {"error": None, "plain": {"x": 1}}
+        # raised by the call itself, before there is anything to await: an error response,
+        # not a request dropped for its caller to wait out
+        with pytest.raises(RequestError) as e:
+            await client.request({"raise": "no"}, timeout=10)
+    assert (e.value.type, e.value.message) == ("service-error", "ValueError: no")
+
+
 async def test_a_missed_deadline_raises_and_a_late_response_is_dropped(backend: Backend) -> None:
     q = queues(backend)
     bus = await backend.connect()

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import logging
 import time
+import types
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
@@ -44,6 +45,11 @@ Reply = Callable[[dict[str, Any]], Awaitable[None]]
 
 #: the span of a request when tracing is off
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> None:
+    """``awaitable`` awaited (what a ``handle`` that is not an ``async def`` returned)."""
+    await awaitable
 
 
 class _Expiry:
@@ -206,8 +212,10 @@ class Service(ABC):
             # The handler's first step by hand: most finish in it, and one that never waits
             # can be neither cancelled nor overtaken by its deadline, so it needs no timer
             # and no place among the requests a stop cancels.
-            handling = self.handle(request, reply)
             try:
+                handling = self.handle(request, reply)
+                if type(handling) is not types.CoroutineType:  # handle() not an async def
+                    handling = _awaited(handling)
                 waits_on = handling.send(None)
             except StopIteration:
                 pass
