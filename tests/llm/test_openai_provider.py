@@ -49,7 +49,8 @@ async def test_complete_sends_system_and_user_messages_and_returns_text_and_usag
         server: OpenAITestServer, llm: OpenAICompatible) -> None:
     server.add(Answer(text="Paris.", prompt_tokens=12, completion_tokens=2))
     done = await llm.complete(system="Answer briefly.", prompt="Capital of France?")
-    assert done == Completion(text="Paris.", in_tokens=12, out_tokens=2, model="test-model")
+    assert done == Completion(text="Paris.", in_tokens=12, out_tokens=2, model="test-model",
+                               finish_reason="stop")
     [request] = server.requests
     assert request.path == "/v1/chat/completions"
     assert request.body == {"model": "test-model", "stream": False, "messages": [
@@ -94,7 +95,7 @@ async def test_stream_yields_chunks_that_join_to_the_answer_and_reports_usage(
     chunks = [c async for c in stream]
     assert chunks == ["The ", "capital ", "of ", "France ", "is ", "Paris."]
     assert stream.completion == Completion(text=text, in_tokens=4, out_tokens=7,
-                                           model="test-model")
+                                           model="test-model", finish_reason="stop")
     assert "".join(chunks) == (await llm.complete(system="s", prompt="Capital of France?")).text
     body = server.requests[0].body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
@@ -106,7 +107,7 @@ async def test_stream_without_usage_has_no_token_counts(server: OpenAITestServer
     async with OpenAICompatible(base_url=server.base_url, model="m", stream_usage=False) as llm:
         stream = llm.stream(system="", prompt="p")
         assert [c async for c in stream] == ["a", " b"]
-    assert stream.completion == Completion(text="a b", model="m")
+    assert stream.completion == Completion(text="a b", model="m", finish_reason="stop")
     assert "stream_options" not in server.requests[0].body
 
 

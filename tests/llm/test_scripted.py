@@ -87,7 +87,8 @@ async def test_stream_chunks_are_words_that_join_to_the_text() -> None:
     chunks = [c async for c in stream]
     assert chunks == ["  ", "Hello,  ", "world!\n", "This ", "is\t", "scripted.  "]
     assert "".join(chunks) == text == (await llm.complete(system="", prompt="p")).text
-    assert stream.completion == Completion(text=text, in_tokens=1, out_tokens=5, model="scripted")
+    assert stream.completion == Completion(text=text, in_tokens=1, out_tokens=5, model="scripted",
+                                           finish_reason="stop")
 
 
 async def test_chunk_size_gives_fixed_size_chunks() -> None:
@@ -106,7 +107,8 @@ async def test_stream_picks_its_answer_when_called() -> None:
 async def test_completion_counts_words_as_tokens() -> None:
     llm = ScriptedLLM(["three little words"])
     assert await llm.complete(system="you are kind", prompt="say it") == Completion(
-        text="three little words", in_tokens=5, out_tokens=3, model="scripted")
+        text="three little words", in_tokens=5, out_tokens=3, model="scripted",
+            finish_reason="stop")
 
 
 async def test_it_is_an_llm_provider() -> None:

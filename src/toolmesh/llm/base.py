@@ -1,7 +1,9 @@
 """The LLM seam: what every provider offers, the answer it gives, and the error it raises.
 
 A provider turns ``(system, prompt)`` into text, whole (:meth:`LLMProvider.complete`) or
-chunk by chunk (:meth:`LLMProvider.stream`). Implementations live beside this module:
+chunk by chunk (:meth:`LLMProvider.stream`), and answers a chat request — a conversation, the
+tools the model may call, a response schema, limits (:mod:`toolmesh.llm.chat`) — with
+:meth:`LLMProvider.chat`. Implementations live beside this module:
 :mod:`toolmesh.llm.openai` (any OpenAI-compatible HTTP server) and
 :mod:`toolmesh.llm.scripted` (answers from a script, for tests and demos).
 """
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from toolmesh.errors import ToolmeshError
+from toolmesh.llm.chat import ChatRequest, ToolCall
 
 
 class LLMError(ToolmeshError):
@@ -24,14 +27,34 @@ class LLMError(ToolmeshError):
     type = "llm-error"
 
 
+class LLMRefused(LLMError):
+    """The LLM's server answered, with an HTTP error: it is up, but would not do what was
+    asked (a feature it lacks, a bad request, a wrong key). ``status``: the HTTP status."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
-    """One whole answer of an LLM, with the token counts and model name when it reported them."""
+    """One whole answer of an LLM, with the token counts and model name when it reported them;
+    the tool calls of a reply that calls tools, and why the model stopped (``"stop"``,
+    ``"length"``: ``max_tokens`` cut it, ``"tool_calls"``) when known."""
 
     text: str
     in_tokens: int | None = None
     out_tokens: int | None = None
     model: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+
+
+#: how an agent gets tool calls out of a model (docs/tool-calling.md): OpenAI's ``tools``
+#: (``native``), one JSON object per step matching a schema (``json``), or TrustGraph's text
+#: protocol (``react``)
+ToolCalling = Literal["native", "json", "react"]
+TOOL_CALLING: tuple[str, ...] = ("native", "json", "react")
 
 
 @runtime_checkable
@@ -44,6 +67,13 @@ class LLMProvider(Protocol):
 
     async def complete(self, *, system: str, prompt: str) -> Completion:
         """The whole answer to ``prompt`` under the instructions ``system`` ("" for none)."""
+        ...
+
+    def chat(self, request: ChatRequest) -> CompletionStream:
+        """The answer to a chat request, piece by piece; once exhausted, the stream's
+        ``completion`` holds the whole text, the tool calls and the token counts. A provider
+        that cannot follow part of the request (tools, a response schema) ignores it: the
+        agent finds out what works (:mod:`toolmesh.llm.detect`)."""
         ...
 
     def stream(self, *, system: str, prompt: str) -> AsyncIterator[str]:
@@ -90,7 +120,9 @@ class CompletionStream(AsyncIterator[str]):
                     text="".join(self._parts),
                     in_tokens=s.in_tokens if s else None,
                     out_tokens=s.out_tokens if s else None,
-                    model=s.model if s else None)
+                    model=s.model if s else None,
+                    tool_calls=s.tool_calls if s else (),
+                    finish_reason=s.finish_reason if s else None)
                 raise
             if isinstance(item, Completion):
                 self._summary = item

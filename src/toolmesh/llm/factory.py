@@ -20,7 +20,7 @@ ACCEPTED = ("'http://HOST:PORT/v1' or 'https://HOST/v1' (an OpenAI-compatible se
 
 def open_provider(spec: str, *, model: str | None = None, api_key: str | None = None,
                   timeout: float = DEFAULT_TIMEOUT, temperature: float | None = None,
-                  max_tokens: int | None = None,
+                  max_tokens: int | None = None, server: str | None = None,
                   environ: Mapping[str, str] | None = None) -> LLMProvider:
     """The provider ``spec`` names.
 
@@ -29,7 +29,8 @@ def open_provider(spec: str, *, model: str | None = None, api_key: str | None = 
       ``$TOOLMESH_LLM_API_KEY`` or ``$OPENAI_API_KEY`` (optional: local servers need none);
     * ``scripted:PATH`` — :meth:`ScriptedLLM.from_file`.
 
-    ``environ`` replaces ``os.environ`` (for tests). Anything else raises :class:`LLMError`.
+    ``server``: which kind of OpenAI-compatible server it is (:mod:`toolmesh.llm.quirks`;
+    default: recognised at the first call). ``environ`` replaces ``os.environ`` (for tests). Anything else raises :class:`LLMError`.
     """
     env = os.environ if environ is None else environ
     if spec.startswith(("http://", "https://")):
@@ -41,7 +42,7 @@ def open_provider(spec: str, *, model: str | None = None, api_key: str | None = 
         key = api_key or next((env[name] for name in API_KEY_ENVS if env.get(name)), None)
         register_secret(key)
         return OpenAICompatible(base_url=spec, model=model, api_key=key, timeout=timeout,
-                                temperature=temperature, max_tokens=max_tokens)
+                                temperature=temperature, max_tokens=max_tokens, server=server)
     if spec.startswith("scripted:"):
         path = spec.removeprefix("scripted:")
         if not path:

@@ -14,16 +14,23 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any, Self
 
 import aiohttp
 
-from toolmesh.llm.base import Completion, CompletionStream, LLMError
+from toolmesh.llm import openai_wire
+from toolmesh.llm.base import Completion, CompletionStream, LLMError, LLMRefused
+from toolmesh.llm.chat import ChatMessage, ChatRequest
+from toolmesh.llm.quirks import OPENAI, PROBE, Quirks, escapes, identify, quirks_of
 from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.llm")
 
 DEFAULT_TIMEOUT = 120.0
+#: pieces a stream may run past its ``max_tokens`` before it is cut (a piece is about a token;
+#: a little slack keeps a server that counts differently from being cut short)
+LIMIT_SLACK = 16
 
 
 class OpenAICompatible:
@@ -31,13 +38,16 @@ class OpenAICompatible:
 
     ``timeout`` bounds a whole non-streamed answer; when streaming it bounds the wait for the
     response and then for each next piece, so a long answer that keeps coming is not cut off.
+    ``server``: the kind of server (:data:`toolmesh.llm.quirks.TABLE`); by default it is
+    recognised from ``GET /models`` at the first call.
     One HTTP session per provider, opened on first use and reused for every call; many calls
     may run at once. Close with :meth:`close` or ``async with``.
     """
 
     def __init__(self, *, base_url: str, model: str, api_key: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT, temperature: float | None = None,
-                 max_tokens: int | None = None, stream_usage: bool = True) -> None:
+                 max_tokens: int | None = None, stream_usage: bool = True,
+                 server: str | None = None) -> None:
         if not model:
             raise LLMError("no model given for the OpenAI-compatible LLM at "
                            f"{mask_url(base_url)}; pass model= (or set TOOLMESH_LLM_MODEL)")
@@ -54,6 +64,9 @@ class OpenAICompatible:
         self._shown_url = mask_url(self.url)
         self.name = f"openai-compatible {model} @ {mask_url(self.base_url)}"
         self._session: aiohttp.ClientSession | None = None
+        #: the kind of server (:mod:`toolmesh.llm.quirks`); ``None``: asked at the first call
+        self.server = server
+        self._escaping: bool | None = None
 
     async def __aenter__(self) -> Self:
         return self
@@ -71,22 +84,89 @@ class OpenAICompatible:
 
     async def complete(self, *, system: str, prompt: str) -> Completion:
         """The whole answer; :class:`LLMError` if the server cannot give it."""
-        with self._errors():
-            async with asyncio.timeout(self.timeout):
-                async with self._post(self._payload(system, prompt, stream=False)) as response:
-                    await self._check_status(response)
-                    body = await self._json(response)
-        return self._completion(body)
+        stream = self.chat(ChatRequest.of_prompt(system, prompt))
+        async for _ in stream:
+            pass
+        assert stream.completion is not None
+        return stream.completion
 
     def stream(self, *, system: str, prompt: str) -> CompletionStream:
         """The answer as it is generated (``"stream": true``, server-sent events)."""
-        return CompletionStream(self._stream(self._payload(system, prompt, stream=True)))
+        return self.chat(ChatRequest.of_prompt(system, prompt, stream=True))
 
-    async def _stream(self, payload: dict[str, Any]) -> AsyncIterator[str | Completion]:
+    def chat(self, request: ChatRequest) -> CompletionStream:
+        """The answer to a chat request (:mod:`toolmesh.llm.chat`), encoded as the server
+        accepts it (:mod:`toolmesh.llm.quirks`). ``max_tokens`` is kept even by a server that
+        ignores it: the stream is cut once that many pieces have come."""
+        return CompletionStream(self._chat(request))
+
+    async def server_kind(self) -> str:
+        """Which kind of server this is (:func:`toolmesh.llm.quirks.identify`), asked once."""
+        if self.server is None:
+            self.server = await self._identify()
+            log.info("the LLM at %s is %s", mask_url(self.base_url), self.server)
+        return self.server
+
+    async def escaping(self, quirks: Quirks) -> bool:
+        """Whether the server HTML-escapes what the model reads (:func:`toolmesh.llm.quirks.
+        escapes`), asked once, of servers that may."""
+        if not quirks.may_escape:
+            return False
+        if self._escaping is None:
+            counts = []
+            for content in ("", PROBE):
+                stream = CompletionStream(self._chat(ChatRequest(
+                    messages=(ChatMessage(role="user", content=content),), max_tokens=1,
+                    temperature=0.0), escaping=False))
+                async for _ in stream:
+                    pass
+                counts.append(stream.completion.in_tokens if stream.completion else None)
+            empty, quoted = counts
+            self._escaping = empty is not None and quoted is not None \
+                and escapes(empty, quoted)
+            if self._escaping:
+                log.warning("the LLM at %s HTML-escapes what the model reads (llama-cpp-python's "
+                            "chatml-function-calling format?): quotes, apostrophes, <, > and & "
+                            "are sent as look-alike characters", mask_url(self.base_url))
+        return self._escaping
+
+    async def _identify(self) -> str:
+        try:
+            with self._errors():
+                async with asyncio.timeout(min(self.timeout, 10.0)):
+                    async with self._session_().get(self.base_url + "/models",
+                                                    headers=self._headers("application/json")
+                                                    ) as response:
+                        if response.status >= 400:
+                            return OPENAI.kind
+                        return identify(json.loads(await response.text(errors="replace")))
+        except (LLMError, ValueError):
+            return OPENAI.kind  # the chat request says what is wrong, if anything is
+
+    async def _chat(self, request: ChatRequest, *,
+                    escaping: bool | None = None) -> AsyncIterator[str | Completion]:
+        quirks = quirks_of(await self.server_kind())
+        if escaping is None:
+            escaping = await self.escaping(quirks)
+        body = openai_wire.payload(request, model=self.model, quirks=quirks,
+                                   default_temperature=self.temperature,
+                                   default_max_tokens=self.max_tokens, escaping=escaping)
+        if request.stream and self.stream_usage:
+            body["stream_options"] = {"include_usage": True}
+        if not request.stream:
+            with self._errors():
+                async with asyncio.timeout(self.timeout):
+                    async with self._post(body) as response:
+                        await self._check_status(response)
+                        whole = self._completion(await self._json(response))
+            yield whole.text
+            yield whole
+            return
+        limit = body.get("max_tokens")
         with self._errors():
             # Timeouts wrap each wait, never a yield: the consumer's time is not ours to bound.
             async with asyncio.timeout(self.timeout):
-                response = await self._post(payload)
+                response = await self._post(body)
             async with response:
                 async with asyncio.timeout(self.timeout):
                     await self._check_status(response)
@@ -97,8 +177,8 @@ class OpenAICompatible:
                     yield whole.text
                     yield whole
                     return
-                usage: dict[str, Any] = {}
-                model: str | None = None
+                deltas = openai_wire.DeltaAssembler(model=self.model)
+                cut = False
                 while True:
                     async with asyncio.timeout(self.timeout):
                         line = await response.content.readline()
@@ -109,35 +189,35 @@ class OpenAICompatible:
                         continue
                     if event is _DONE:
                         break
-                    model = event.get("model") or model
-                    if isinstance(event.get("usage"), dict):
-                        usage = event["usage"]
-                    text = _delta_text(event)
+                    text = deltas.add(event)
                     if text:
                         yield text
-                yield _with_usage(usage, model or self.model)
+                    if limit is not None and deltas.pieces > limit + LIMIT_SLACK:
+                        # the server went on past max_tokens (llama-cpp-python does in some
+                        # chat formats): closing the response stops it
+                        log.warning("the LLM at %s went on past max_tokens=%d; cut",
+                                    self._shown_url, limit)
+                        cut = True
+                        break
+                done = deltas.completion()
+                yield replace(done, finish_reason="length") if cut else done
 
-    def _payload(self, system: str, prompt: str, *, stream: bool) -> dict[str, Any]:
-        messages = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": prompt})
-        payload: dict[str, Any] = {"model": self.model, "messages": messages, "stream": stream}
-        if stream and self.stream_usage:
-            payload["stream_options"] = {"include_usage": True}
-        if self.temperature is not None:
-            payload["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            payload["max_tokens"] = self.max_tokens
-        return payload
-
-    def _post(self, payload: dict[str, Any]) -> Any:
+    def _session_(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             # Created here, inside the running loop; our own timeouts replace aiohttp's.
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
-        headers = {"Accept": "text/event-stream" if payload["stream"] else "application/json"}
+        return self._session
+
+    def _headers(self, accept: str) -> dict[str, str]:
+        headers = {"Accept": accept}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _post(self, payload: dict[str, Any]) -> Any:
+        accept = "text/event-stream" if payload["stream"] else "application/json"
         log.debug("POST %s model=%s stream=%s", self._shown_url, self.model, payload["stream"])
-        return self._session.post(self.url, json=payload, headers=headers)
+        return self._session_().post(self.url, json=payload, headers=self._headers(accept))
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -171,8 +251,8 @@ class OpenAICompatible:
         elif response.status == 404:
             hint = (f"; check the model name {self.model!r} and that the base URL is the API "
                     "root including its version, e.g. http://host:8000/v1")
-        raise LLMError(f"the LLM at {self._shown_url} answered HTTP {response.status}: "
-                       f"{detail}{hint}")
+        raise LLMRefused(f"the LLM at {self._shown_url} answered HTTP {response.status}: "
+                         f"{detail}{hint}", status=response.status)
 
     async def _json(self, response: aiohttp.ClientResponse) -> dict[str, Any]:
         raw = await response.text(errors="replace")
@@ -190,16 +270,10 @@ class OpenAICompatible:
         if body.get("error"):
             raise LLMError(f"the LLM at {self._shown_url} reported an error: "
                            f"{_error_message(body) or body['error']}")
-        choices = body.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise LLMError(f"the LLM at {self._shown_url} sent no choices: "
-                           f"{json.dumps(body)[:200]}")
-        message = choices[0].get("message")
-        text = message.get("content") if isinstance(message, dict) else None
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        done = _with_usage(usage, body.get("model") or self.model)
-        return Completion(text=text if isinstance(text, str) else "", in_tokens=done.in_tokens,
-                          out_tokens=done.out_tokens, model=done.model)
+        try:
+            return openai_wire.completion(body, model=self.model)
+        except ValueError as e:
+            raise LLMError(f"the LLM at {self._shown_url} sent {e}") from None
 
     def _event(self, line: bytes) -> dict[str, Any] | None:
         """One SSE line: an event object, ``_DONE``, or None for lines that carry no data."""
@@ -228,24 +302,6 @@ class OpenAICompatible:
 
 #: what :meth:`OpenAICompatible._event` returns for ``data: [DONE]`` (compared by identity)
 _DONE: dict[str, Any] = {}
-
-
-def _delta_text(event: dict[str, Any]) -> str | None:
-    choices = event.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None  # e.g. the usage-only last event
-    delta = choices[0].get("delta")
-    content = delta.get("content") if isinstance(delta, dict) else None
-    return content if isinstance(content, str) else None
-
-
-def _with_usage(usage: dict[str, Any], model: str | None) -> Completion:
-    def count(name: str) -> int | None:
-        value = usage.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    return Completion(text="", in_tokens=count("prompt_tokens"),
-                      out_tokens=count("completion_tokens"), model=model)
 
 
 def _error_message(raw: str | dict[str, Any]) -> str | None:

@@ -11,6 +11,14 @@ Which answer a prompt gets:
 3. otherwise ``default``;
 4. otherwise :class:`LLMError` ("no response for this prompt").
 
+A chat request (:meth:`ScriptedLLM.chat`) is matched the same way: a request of one system
+and one user message as ``(system, prompt)``, a longer conversation by its transcript — one
+``role: content`` line block per message after the system one. A response given in Python may
+be a :class:`~toolmesh.llm.base.Completion` instead of text: its tool calls are the reply's.
+The scripted model says it follows the ``react`` text protocol (:attr:`ScriptedLLM.tool_calling`),
+so an agent on ``auto`` asks it in that protocol without probing; ``tool_calling="json"`` or
+``"native"`` makes it claim the other strategies, for testing them with scripted replies.
+
 Placeholders: a response may contain ``{name}`` where ``name`` is a named group of the rule's
 match, ``prompt`` or ``system``; it is replaced by that text (an unmatched group by ""). Every
 other brace is kept as it is, so JSON needs no escaping: ``{"a": {"b": 1}}`` stays intact
@@ -30,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from toolmesh.llm.base import Completion, CompletionStream, LLMError
+from toolmesh.llm.base import TOOL_CALLING, Completion, CompletionStream, LLMError, ToolCalling
+from toolmesh.llm.chat import ChatRequest
 
 #: ``{{name}}`` (an escaped placeholder) or ``{name}``
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}")
@@ -59,15 +68,23 @@ class ScriptedLLM:
     ``"scripted"``.
     """
 
-    def __init__(self, responses: Sequence[str] = (), *, rules: Sequence[Rule] = (),
+    def __init__(self, responses: Sequence[str | Completion] = (), *, rules: Sequence[Rule] = (),
                  default: str | None = None, chunk_size: int | None = None,
-                 delay: float = 0.0, pace: float = 0.0, name: str | None = None) -> None:
+                 delay: float = 0.0, pace: float = 0.0, name: str | None = None,
+                 tool_calling: ToolCalling = "react") -> None:
+        if tool_calling not in TOOL_CALLING:
+            raise ValueError(f"tool_calling must be one of {', '.join(TOOL_CALLING)}, "
+                             f"not {tool_calling!r}")
         if chunk_size is not None and chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, not {chunk_size!r}")
         if not pace >= 0:
             raise ValueError(f"pace must be 0 or more seconds, not {pace!r}")
         self._rules = [(_compile(rule.pattern), rule.response) for rule in rules]
-        self._queue: deque[str] = deque(responses)
+        self._queue: deque[str | Completion] = deque(responses)
+        #: the tool-calling strategy this model is known to follow (no probing needed)
+        self.tool_calling: ToolCalling = tool_calling
+        #: every chat request received, in order
+        self.requests: list[ChatRequest] = []
         self.default = default
         self.chunk_size = chunk_size
         self.delay = delay
@@ -94,22 +111,30 @@ class ScriptedLLM:
             raise LLMError(f"the LLM script {str(path)!r} is invalid: {e}") from None
 
     @property
-    def remaining(self) -> tuple[str, ...]:
+    def remaining(self) -> tuple[str | Completion, ...]:
         """The queued ``responses`` not used yet."""
         return tuple(self._queue)
 
     async def complete(self, *, system: str, prompt: str) -> Completion:
         """The scripted answer to ``prompt``."""
-        text = self._answer(system, prompt)
+        answer = self._answer(system, prompt)
         if self.delay > 0:
             await asyncio.sleep(self.delay)  # simulated latency, not polling
-        return self._completion(system, prompt, text)
+        return self._completion(system, prompt, answer)
 
     def stream(self, *, system: str, prompt: str) -> CompletionStream:
         """The scripted answer in chunks (words with their whitespace, or ``chunk_size``)."""
         # Chosen now, not on first iteration, so the order of answers is the order of calls.
-        text = self._answer(system, prompt)
-        return CompletionStream(self._chunks(self._completion(system, prompt, text)))
+        answer = self._answer(system, prompt)
+        return CompletionStream(self._chunks(self._completion(system, prompt, answer)))
+
+    def chat(self, request: ChatRequest) -> CompletionStream:
+        """The scripted answer to a chat request, matched on its transcript (module
+        docstring); recorded in :attr:`requests`."""
+        self.requests.append(request)
+        system, prompt = transcript(request)
+        answer = self._answer(system, prompt)
+        return CompletionStream(self._chunks(self._completion(system, prompt, answer)))
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -123,7 +148,7 @@ class ScriptedLLM:
     def __repr__(self) -> str:
         return f"ScriptedLLM({self.name!r})"
 
-    def _answer(self, system: str, prompt: str) -> str:
+    def _answer(self, system: str, prompt: str) -> str | Completion:
         self.prompts.append((system, prompt))
         values = {"prompt": prompt, "system": system}
         for pattern, response in self._rules:
@@ -132,14 +157,18 @@ class ScriptedLLM:
                 groups = {k: v or "" for k, v in match.groupdict().items()}
                 return fill(response, {**values, **groups})
         if self._queue:
-            return fill(self._queue.popleft(), values)
+            queued = self._queue.popleft()
+            return queued if isinstance(queued, Completion) else fill(queued, values)
         if self.default is not None:
             return fill(self.default, values)
         raise LLMError(f"the scripted LLM has no response for this prompt: {prompt[:200]!r}")
 
-    def _completion(self, system: str, prompt: str, text: str) -> Completion:
+    def _completion(self, system: str, prompt: str, answer: str | Completion) -> Completion:
+        text = answer.text if isinstance(answer, Completion) else answer
+        calls = answer.tool_calls if isinstance(answer, Completion) else ()
         return Completion(text=text, in_tokens=len(system.split()) + len(prompt.split()),
-                          out_tokens=len(text.split()), model="scripted")
+                          out_tokens=len(text.split()) + len(calls), model="scripted",
+                          tool_calls=calls, finish_reason="tool_calls" if calls else "stop")
 
     async def _chunks(self, answer: Completion) -> AsyncIterator[str | Completion]:
         if self.delay > 0:
@@ -158,6 +187,21 @@ class ScriptedLLM:
                 await asyncio.sleep(wait)
             yield piece
         yield answer
+
+
+def transcript(request: ChatRequest) -> tuple[str, str]:
+    """``(system, prompt)`` of a chat request, as a scripted model matches it: the system
+    message, and the one user message — or, for a longer conversation, every message after
+    the system one as ``role: content`` blocks (a tool call as ``call NAME ARGUMENTS``)."""
+    messages = list(request.messages)
+    system = messages.pop(0).content if messages and messages[0].role == "system" else ""
+    if len(messages) == 1 and messages[0].role == "user":
+        return system, messages[0].content
+    blocks = []
+    for m in messages:
+        calls = "".join(f"\ncall {c.name} {c.arguments}" for c in m.tool_calls)
+        blocks.append(f"{m.role}: {m.content}{calls}")
+    return system, "\n\n".join(blocks)
 
 
 def fill(template: str, values: Mapping[str, str]) -> str:

@@ -4,6 +4,21 @@ Request: ``{"system": str, "prompt": str, "streaming": bool}`` (``system`` and `
 optional). Response: ``{"error": null | {"type", "message"}, "response": str, "in_token":
 int | null, "out_token": int | null, "model": str | null, "end_of_stream": bool}``.
 
+The request may also carry limits for the answer: ``max_tokens``, ``stop`` (a list of strings)
+and ``temperature``; TrustGraph's requests, which have none, are answered as before.
+
+A **chat request** (toolmesh's own; :mod:`toolmesh.llm.chat`) carries ``messages`` instead of
+``system``/``prompt``, and may carry ``tools``, ``tool_choice`` and ``response_schema``; its last
+response adds ``tool_calls`` (``[{"id", "name", "arguments"}]`` or ``null``) and
+``finish_reason``.
+
+``{"operation": "capabilities"}`` answers which tool-calling strategy to use with this
+service's LLM: ``{"tool_calling": "native" | "json" | "react", "source": "configured" |
+"detected" | "provider", "detail", "llm", "error": null, "end_of_stream": true}``. Unless the
+operator chose one (``tool_calling``), it is detected by trying (:mod:`toolmesh.llm.detect`)
+at the first such request, and kept for the life of the service (``"refresh": true`` detects
+again).
+
 Not streaming: one response, ``end_of_stream: true``. Streaming: responses carrying the text
 as the LLM writes it (``end_of_stream: false``), then a last one with ``response: ""``, the
 token counts and the model when known, and ``end_of_stream: true``. The chunks that come
@@ -15,6 +30,7 @@ its own. An error — before or during a stream — is one response carrying ``e
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -23,8 +39,18 @@ from typing import Any
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
 from toolmesh.errors import ServiceError, ToolmeshError
-from toolmesh.llm.base import Completion, CompletionStream, LLMProvider
+from toolmesh.llm.base import TOOL_CALLING, Completion, CompletionStream, LLMProvider
+from toolmesh.llm.chat import (
+    ChatRequest,
+    is_chat_request,
+    limits_from_wire,
+    request_from_wire,
+    request_to_wire,
+    tool_calls_from_wire,
+    tool_calls_to_wire,
+)
 from toolmesh.llm.coalesce import Coalescer, Coalescing
+from toolmesh.llm.detect import Detection, detect
 from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
 from toolmesh.telemetry import metrics, tracing
@@ -38,6 +64,12 @@ RESPONSE_QUEUE = "response:tg:text-completion:default"
 def request(*, system: str, prompt: str, streaming: bool = False) -> dict[str, Any]:
     """A text-completion request."""
     return {"system": system, "prompt": prompt, "streaming": streaming}
+
+
+def parse_prompt_request(body: Mapping[str, Any]) -> ChatRequest:
+    """A ``{system, prompt}`` request (with its limits, if any) as a chat request."""
+    system, prompt, streaming = parse_request(body)
+    return ChatRequest.of_prompt(system, prompt, stream=streaming, **limits_from_wire(body))
 
 
 def parse_request(body: Mapping[str, Any]) -> tuple[str, str, bool]:
@@ -69,6 +101,19 @@ def response(text: str, *, in_token: int | None = None, out_token: int | None = 
             "model": model, "end_of_stream": end_of_stream}
 
 
+def last_response(done: Completion | None, *, text: str = "",
+                  chat: bool = False) -> dict[str, Any]:
+    """The response that ends an answer: its usage, and for a chat request its tool calls
+    and finish reason."""
+    out = response(text, in_token=done.in_tokens if done else None,
+                   out_token=done.out_tokens if done else None,
+                   model=done.model if done else None)
+    if chat:
+        out["tool_calls"] = tool_calls_to_wire(done.tool_calls) if done else None
+        out["finish_reason"] = done.finish_reason if done else None
+    return out
+
+
 def error_response(error: Mapping[str, str]) -> dict[str, Any]:
     """An error response; it always ends the stream."""
     return {**response(""), "error": dict(error)}
@@ -81,9 +126,12 @@ def completion_of(body: Mapping[str, Any], text: str | None = None) -> Completio
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     model = body.get("model")
+    finish = body.get("finish_reason")
     return Completion(text=str(body.get("response") or "") if text is None else text,
                       in_tokens=count("in_token"), out_tokens=count("out_token"),
-                      model=model if isinstance(model, str) else None)
+                      model=model if isinstance(model, str) else None,
+                      tool_calls=tool_calls_from_wire(body.get("tool_calls")),
+                      finish_reason=finish if isinstance(finish, str) else None)
 
 
 class TextCompletionService(Service):
@@ -94,7 +142,8 @@ class TextCompletionService(Service):
     provider — becomes an error response of type ``llm-error``; the service keeps serving.
     The provider belongs to the caller: stopping the service does not close it.
     ``coalescing``: how a stream's chunks are gathered into responses (:data:`~toolmesh.llm.
-    coalesce.OFF`: a response per chunk).
+    coalesce.OFF`: a response per chunk). ``tool_calling``: the strategy agents use with this
+    LLM, or ``auto`` to detect it (module docstring).
     """
 
     error_type = "llm-error"
@@ -102,12 +151,19 @@ class TextCompletionService(Service):
     def __init__(self, bus: Bus, provider: LLMProvider, *,
                  request_queue: str = REQUEST_QUEUE, response_queue: str = RESPONSE_QUEUE,
                  id: str = "text-completion", concurrency: int = DEFAULT_CONCURRENCY,
-                 coalescing: Coalescing = Coalescing()) -> None:
+                 coalescing: Coalescing = Coalescing(), tool_calling: str = "auto") -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
+        if tool_calling not in ("auto", *TOOL_CALLING):
+            raise ValueError(f"tool_calling must be auto, {', '.join(TOOL_CALLING)}; "
+                             f"not {tool_calling!r}")
         self.id = id
         self.provider = provider
         self.coalescing = coalescing
+        self.tool_calling = tool_calling
+        self._detection: Detection | None = None
+        #: the detection under way: requests that come meanwhile wait for it, not probe again
+        self._detecting: asyncio.Future[Detection] | None = None
 
     async def start(self) -> None:
         await super().start()
@@ -116,15 +172,56 @@ class TextCompletionService(Service):
     def error_response(self, error: dict[str, str]) -> dict[str, Any]:
         return error_response(error)
 
+    async def capabilities(self, *, refresh: bool = False) -> Detection:
+        """The tool-calling strategy for this service's LLM (module docstring)."""
+        if self.tool_calling != "auto":
+            return Detection(strategy=self.tool_calling, source="configured",  # type: ignore[arg-type]
+                             detail=f"set by the operator (--tool-calling {self.tool_calling})")
+        if self._detection is not None and not refresh:
+            return self._detection
+        if self._detecting is None:
+            self._detecting = asyncio.ensure_future(self._detect())
+        detecting = self._detecting
+        try:
+            return await asyncio.shield(detecting)
+        finally:
+            if detecting.done() and self._detecting is detecting:
+                self._detecting = None
+
+    async def _detect(self) -> Detection:
+        detection = await detect(self.provider)
+        self._detection = detection
+        log.info("tool calling with %s: %s (%s)", self.provider.name, detection.strategy,
+                 detection.detail)
+        return detection
+
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
-        system, prompt, streaming = parse_request(request)
+        operation = request.get("operation")
+        if operation == "capabilities":
+            detection = await self.capabilities(refresh=request.get("refresh") is True)
+            await reply({"error": None, **detection.to_wire(), "llm": self.provider.name,
+                         "end_of_stream": True})
+            return
+        if operation is not None:
+            raise ServiceError(f"unknown operation {operation!r}: a text-completion request has "
+                               "none, or 'capabilities'", type="malformed-request")
+        chat = is_chat_request(request)
+        if chat:
+            if not callable(getattr(self.provider, "chat", None)):
+                raise ServiceError(f"{self.provider.name} takes no chat requests (messages, "
+                                   "tools): only TrustGraph's {system, prompt}",
+                                   type="llm-error")
+            parsed = request_from_wire(request)
+        else:
+            parsed = parse_prompt_request(request)
+        streaming = parsed.stream
         started = time.perf_counter()
         done: Completion | None = None
         outcome = "cancelled"
         with tracing.span("llm completion", kind="client", attributes={
                 "toolmesh.llm": self.provider.name, "toolmesh.streaming": streaming}) as span:
             try:
-                done = await self._complete(system, prompt, streaming, reply)
+                done = await self._complete(parsed, reply, chat=chat)
                 outcome = "ok"
             except ToolmeshError as e:
                 outcome = e.type
@@ -146,21 +243,42 @@ class TextCompletionService(Service):
                                  in_tokens=done.in_tokens if done else None,
                                  out_tokens=done.out_tokens if done else None)
 
-    async def _complete(self, system: str, prompt: str, streaming: bool,
-                        reply: Reply) -> Completion | None:
+    def _ask(self, request: ChatRequest, *, chat: bool) -> AsyncIterator[str] | None:
+        """The provider's stream for ``request``; ``None``: ask with :meth:`complete` (a plain
+        TrustGraph request, which every provider takes, even one with no ``chat``)."""
+        plain = not chat and request.max_tokens is None and not request.stop \
+            and request.temperature is None
+        if not plain and callable(getattr(self.provider, "chat", None)):
+            return self.provider.chat(request)
+        # a provider of the text protocol alone: the limits are its own business
+        if not request.stream:
+            return None
+        system = request.messages[0].content if len(request.messages) > 1 else ""
+        return self.provider.stream(system=system, prompt=request.messages[-1].content)
+
+    async def _complete(self, request: ChatRequest, reply: Reply, *,
+                        chat: bool) -> Completion | None:
         """Answer one completion through ``reply``; the completion's counts (``None``: the
         provider's stream reported none)."""
-        if not streaming:
-            done = await self.provider.complete(system=system, prompt=prompt)
-            await reply(response(done.text, in_token=done.in_tokens, out_token=done.out_tokens,
-                                 model=done.model))
+        chunks = self._ask(request, chat=chat)
+        if chunks is None:
+            system = request.messages[0].content if len(request.messages) > 1 else ""
+            done = await self.provider.complete(system=system, prompt=request.messages[-1].content)
+            await reply(last_response(done, text=done.text))
+            return done
+        if not request.stream:  # one response: the whole text and the calls
+            try:
+                pieces = [chunk async for chunk in chunks]
+            finally:
+                await _close(chunks)
+            done = chunks.completion if isinstance(chunks, CompletionStream) else None
+            await reply(last_response(done, text="".join(pieces), chat=chat))
             return done
 
         async def send(text: str) -> None:
             await reply(response(text, end_of_stream=False))
 
         out = Coalescer(send, self.coalescing)
-        chunks = self.provider.stream(system=system, prompt=prompt)
         try:
             try:
                 async for chunk in chunks:
@@ -172,14 +290,16 @@ class TextCompletionService(Service):
             await out.flush()
         finally:
             out.cancel()
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()  # on error or cancel, release the provider's response now
+            await _close(chunks)  # on error or cancel, release the provider's response now
         done = chunks.completion if isinstance(chunks, CompletionStream) else None
-        await reply(response("", in_token=done.in_tokens if done else None,
-                             out_token=done.out_tokens if done else None,
-                             model=done.model if done else None))
+        await reply(last_response(done, chat=chat))
         return done
+
+
+async def _close(chunks: AsyncIterator[str]) -> None:
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 class TextCompletionClient(RpcClient):
@@ -208,11 +328,25 @@ class TextCompletionClient(RpcClient):
 
         ``timeout`` bounds the whole stream.
         """
-        return CompletionStream(self._stream(system, prompt, timeout))
+        return CompletionStream(self._stream(request(system=system, prompt=prompt,
+                                                     streaming=True), timeout))
 
-    async def _stream(self, system: str, prompt: str,
+    def chat(self, chat: ChatRequest, *,
+             timeout: float | None = DEFAULT_TIMEOUT) -> CompletionStream:
+        """The answer to a chat request, chunk by chunk (one chunk when ``chat.stream`` is
+        false); ``completion`` holds the tool calls and token counts at the end."""
+        return CompletionStream(self._stream(request_to_wire(chat), timeout))
+
+    async def capabilities(self, *, refresh: bool = False,
+                           timeout: float | None = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        """The service's answer to ``{"operation": "capabilities"}`` (module docstring)."""
+        body: dict[str, Any] = {"operation": "capabilities"}
+        if refresh:
+            body["refresh"] = True
+        return await self._rpc.request(body, timeout=timeout)
+
+    async def _stream(self, body: dict[str, Any],
                       timeout: float | None) -> AsyncIterator[str | Completion]:
-        body = request(system=system, prompt=prompt, streaming=True)
         async for message in self._rpc.stream(body, timeout=timeout):
             text = message.get("response")
             if message.get("end_of_stream", True) is not False:
