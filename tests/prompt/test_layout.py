@@ -37,8 +37,8 @@ def test_trustgraphs_items_give_templates_and_the_system_prompt_goes_with_each()
                                         "schema": {"type": "array"}}),
         "template.own-system": tg_template("Hi", system="Only mine."),
     })
-    assert set(prompts.templates) == {"agent-react", "question", "summarise", "extract",
-                                      "own-system"}  # template-index is no template
+    assert set(prompts.templates) == {"agent-react", "agent-json", "agent-native", "question",
+                                      "summarise", "extract", "own-system"}  # template-index is no template
     summarise = prompts.templates["summarise"]
     assert summarise.id == "summarise"  # the key's id, not the value's "id" field
     # the system prompt is a template too, rendered with the request's variables
@@ -115,9 +115,10 @@ def test_a_null_system_prompt_is_none() -> None:
 def test_shipped_items_are_what_a_fresh_workspace_is_served() -> None:
     shipped = shipped_items({})
     assert set(shipped) == {"system", "template.question", "template.agent-react",
-                            "template-index"}
+                            "template.agent-json", "template.agent-native", "template-index"}
     assert json.loads(shipped["system"]) == ""
-    assert json.loads(shipped["template-index"]) == ["agent-react", "question"]
+    assert json.loads(shipped["template-index"]) == ["agent-json", "agent-native", "agent-react",
+                                                     "question"]
     # read back through the layout, they are exactly the shipped templates
     prompts = load_items(shipped)
     assert prompts.system == ""
@@ -132,8 +133,11 @@ def test_shipped_items_never_hide_or_repeat_stored_ones() -> None:
               "template.summarise": tg_template("S")}
     shipped = shipped_items(stored)
     # the alias prompt/question is served: a shipped template.question would take its place
-    assert set(shipped) == {"template.agent-react", "template-index"}
-    assert json.loads(shipped["template-index"]) == ["agent-react", "summarise"]
+    assert set(shipped) == {"template.agent-react", "template.agent-json",
+                            "template.agent-native", "template-index"}
+    assert json.loads(shipped["template-index"]) == ["agent-json", "agent-native", "agent-react",
+                                                     "summarise"]
     prompts = load_items({**shipped, **stored})
     assert prompts.templates["question"].render({}) == ("Mine.", "alias")
-    assert shipped_items({**stored, "template-index": "[]"}).keys() == {"template.agent-react"}
+    assert shipped_items({**stored, "template-index": "[]"}).keys() == {
+        "template.agent-react", "template.agent-json", "template.agent-native"}

@@ -55,7 +55,7 @@ async def test_a_config_item_overrides_a_default_live_and_its_deletion_reverts(
     await stack.delete("question", "greet")
     assert await stack.ask("question", question="Hi") == "Hi"
     assert stack.llm.requests[-1]["system"] == ""
-    assert set(stack.service.templates) == {"question", "agent-react"}
+    assert set(stack.service.templates) == {"question", "agent-react", "agent-json", "agent-native"}
 
 
 async def test_a_broken_config_value_keeps_its_previous_template_and_others_apply(
@@ -151,7 +151,7 @@ async def test_bad_requests_are_prompt_errors_and_the_service_keeps_serving(stac
         await stack.ask("no-such-template", question="x")
     assert e.value.type == "prompt-error"
     assert e.value.message == ("unknown prompt template 'no-such-template' in workspace "
-                               "'default'; known templates: agent-react, question")
+                               "'default'; known templates: agent-json, agent-native, agent-react, question")
     with pytest.raises(RequestError) as e:
         await stack.ask("question")
     assert e.value.type == "prompt-error" and "'question' is undefined" in e.value.message

@@ -132,7 +132,7 @@ def test_extract_json_quotes_an_excerpt_of_a_non_json_answer() -> None:
 
 
 def test_the_shipped_templates() -> None:
-    assert set(DEFAULT_TEMPLATES) == {"question", "agent-react"}
+    assert set(DEFAULT_TEMPLATES) == {"question", "agent-react", "agent-json", "agent-native"}
     assert DEFAULT_TEMPLATES["question"].render({"question": "What is 2+2?\n"}) == \
         ("", "What is 2+2?\n")
 

@@ -55,24 +55,26 @@ async def test_two_workspaces_with_the_same_ids_never_see_each_other(
     with pytest.raises(RequestError) as e:
         await ask(stack, None, "summarise", text="a")
     assert e.value.message == ("unknown prompt template 'summarise' in workspace 'default'; "
-                               "known templates: agent-react, question")
+                               "known templates: agent-json, agent-native, agent-react, question")
 
     # an id of ws1 asked for in ws2: not found, and the answer names ws2's ids only
     with pytest.raises(RequestError) as e:
         await ask(stack, "ws2", "only-one")
     assert e.value.type == "prompt-error"
     assert e.value.message == ("unknown prompt template 'only-one' in workspace 'ws2'; "
-                               "known templates: agent-react, question, summarise")
+                               "known templates: agent-json, agent-native, agent-react, "
+                               "question, summarise")
 
     caplog.clear()
     with caplog.at_level(logging.INFO, "toolmesh"):
         await put(stack, "ws2", {"template.only-two": tg_template("two only")})
-        with pytest.raises(RequestError, match="known templates: agent-react, only-two, "
-                                               "question, summarise$"):
+        with pytest.raises(RequestError, match="known templates: agent-json, agent-native, "
+                                               "agent-react, only-two, question, summarise$"):
             await ask(stack, "ws2", "missing")
         assert await ask(stack, "ws2", "only-two") == "two only"
         assert await ask(stack, "ws2", "summarise", text="z") == "TWO z"
-    assert "prompt templates of workspace 'ws2': agent-react, only-two, question, summarise" \
+    assert "prompt templates of workspace 'ws2': agent-json, agent-native, agent-react, " \
+        "only-two, question, summarise" \
         in caplog.text
     for record in caplog.records:  # what ws2's requests log names nothing of ws1
         text = record.getMessage()
@@ -143,5 +145,5 @@ async def test_an_id_put_a_moment_ago_is_found_before_its_push_arrives(deaf: Sta
     await deaf.config.put({("prompt", "template.b"): tg_template("B")}, workspace="ws1")
     assert await ask(deaf, "ws1", "b") == "B"  # unknown to the service: read once more
     with pytest.raises(RequestError, match="'c' in workspace 'ws1'; known templates: a, "
-                                           "agent-react, b, question"):
+                                           "agent-json, agent-native, agent-react, b, question"):
         await ask(deaf, "ws1", "c")

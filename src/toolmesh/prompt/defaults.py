@@ -18,7 +18,7 @@
       "observation"}``;
     * ``context`` — extra text for the LLM, may be empty.
 
-    It asks for TrustGraph's text protocol, which the agent parses::
+    It asks for TrustGraph's text protocol (the ``react`` strategy), which the agent parses::
 
         Thought: <reasoning>
         Action: <tool name>
@@ -26,6 +26,18 @@
 
     or ``Thought: ...`` followed by ``Final Answer: <answer>``. It is deliberately plain text
     with one short example per format, so that small local models follow it too.
+
+``agent-json``
+    The system message of the ``json`` strategy: the tools and how to reply. Variables:
+    ``tools`` (as for ``agent-react``, each also with ``parameters``, its arguments' JSON
+    Schema) and ``context``. The question and the steps follow it as messages, and the reply is
+    constrained by a JSON Schema, so the template needs no format examples; it is worded for
+    small models (the tools as plain lines, no quotes or angle brackets, which some servers'
+    chat formats HTML-escape).
+
+``agent-native``
+    The system message of the ``native`` strategy; the tools go to the server as functions.
+    Variables: ``tools``, ``context``.
 """
 
 from __future__ import annotations
@@ -109,6 +121,49 @@ Your reply, starting with "Thought:":
 
 AGENT_REACT = PromptTemplate(id="agent-react", prompt=AGENT_REACT_PROMPT)
 
+# Worded after the function-calling prompts small instruct models were tuned on; measured on
+# SmolLM2-135M (docs/tool-calling.md), where it picks the right branch far more often than
+# a prompt that shows the JSON itself.
+AGENT_JSON_PROMPT = """\
+You are an expert in composing functions. You are given a question and a set of possible \
+functions.
+Based on the question, you will need to make a function/tool call to achieve the purpose.
+If none of the functions can be used, answer the question yourself.
+
+You have access to the following tools:
+{%- for tool in tools %}
+- {{ tool.name }}: {{ tool.description | trim | trim(".") }}.
+{%- if tool.arguments %} Arguments: {% for arg in tool.arguments -%}
+{{ arg.name }} ({{ arg.type }}{% if arg.required is defined and arg.required %}, required{% endif %})
+{%- if arg.description %}: {{ arg.description | trim }}{% endif %}
+{%- if not loop.last %}; {% endif %}
+{%- endfor %}
+{%- endif %}
+{%- else %}
+(none: answer the question yourself)
+{%- endfor %}
+
+Reply with a JSON object: a thought, then either an action (a tool name) with its arguments, \
+or a final_answer.
+{%- if context %}
+
+{{ context }}
+{%- endif %}
+"""
+
+AGENT_JSON = PromptTemplate(id="agent-json", prompt=AGENT_JSON_PROMPT)
+
+AGENT_NATIVE_PROMPT = """\
+You are a helpful assistant. Call the tools you are given when they help answer the \
+question; when you know the answer, give it.
+{%- if context %}
+
+{{ context }}
+{%- endif %}
+"""
+
+AGENT_NATIVE = PromptTemplate(id="agent-native", prompt=AGENT_NATIVE_PROMPT)
+
 #: template id -> the template toolmesh ships
 DEFAULT_TEMPLATES: Mapping[str, PromptTemplate] = MappingProxyType(
-    {t.id: t for t in (QUESTION, AGENT_REACT)})
+    {t.id: t for t in (QUESTION, AGENT_REACT, AGENT_JSON, AGENT_NATIVE)})

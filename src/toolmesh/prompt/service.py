@@ -13,6 +13,14 @@ of the template ``id``, or of a draft ``"template": {"prompt", "system"?, "respo
 (text being edited, not stored) — the draft gets the workspace's system prompt when it has
 none of its own, as a stored template would. So an editor can show what the LLM would be sent.
 
+A request may carry limits for the LLM's answer — ``max_tokens``, ``stop``, ``temperature`` —
+passed on to text-completion. A **chat request** (toolmesh's own, :mod:`toolmesh.llm.chat`)
+carries ``messages`` and may carry ``tools``, ``tool_choice`` and ``response_schema``: the
+template ``id`` (optional) is rendered into the system message put before them, and the last
+response adds the reply's ``tool_calls`` and ``finish_reason``. ``{"operation":
+"capabilities"}`` is passed to text-completion as it is: which tool-calling strategy its LLM
+takes.
+
 It talks to text-completion only through that service's wire format on the bus —
 request ``{"system", "prompt", "streaming"}``, response ``{"error", "response", "in_token",
 "out_token", "model", "end_of_stream"}`` — so any text-completion implementation will do.
@@ -32,7 +40,17 @@ from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
 from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
-from toolmesh.errors import RequestError, RequestTimeout
+from toolmesh.errors import RequestError, RequestTimeout, ToolmeshError
+from toolmesh.llm.base import Completion, CompletionStream
+from toolmesh.llm.chat import (
+    ChatMessage,
+    ChatRequest,
+    limits_from_wire,
+    limits_to_wire,
+    request_from_wire,
+    request_to_wire,
+)
+from toolmesh.llm.service import completion_of
 from toolmesh.llm.usage import record
 from toolmesh.prompt.layout import SHIPPED, Prompts, load
 from toolmesh.prompt.templates import (
@@ -60,6 +78,10 @@ def response(*, text: str | None = None, object: str | None = None, end_of_strea
     return {"error": None, "text": text, "object": object, "end_of_stream": end_of_stream,
             "in_token": usage.get("in_token"), "out_token": usage.get("out_token"),
             "model": usage.get("model")}
+
+
+#: fields of text-completion's last response a chat request's last response passes on
+CHAT_FIELDS = ("tool_calls", "finish_reason")
 
 
 def encode_terms(variables: Mapping[str, Any]) -> dict[str, str]:
@@ -106,6 +128,22 @@ def request_variables(request: Mapping[str, Any]) -> dict[str, Any]:
     except JsonTextError as e:
         raise PromptError(str(e)) from None
     return dict(variables)
+
+
+def _limits(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer's limits a prompt request carries, checked (a prompt-error if wrong)."""
+    try:
+        return limits_from_wire(request)
+    except ToolmeshError as e:
+        raise PromptError(e.message) from None
+
+
+def _chat_request(request: Mapping[str, Any]) -> ChatRequest:
+    """The chat part of a prompt request, checked (a prompt-error naming the wrong field)."""
+    try:
+        return request_from_wire(request)
+    except ToolmeshError as e:
+        raise PromptError(e.message) from None
 
 
 class PromptService(Service):
@@ -267,19 +305,57 @@ class PromptService(Service):
         system, prompt = template.render(request_variables(request))
         await reply({**response(), "system": system, "prompt": prompt})
 
+    async def _chat(self, workspace: str, request: Mapping[str, Any], reply: Reply) -> None:
+        """A chat request: the template as the system message before the request's own, the
+        rest passed on; the answer streamed back as text pieces, then the tool calls."""
+        chat = _chat_request(request)
+        if request.get("id") is not None:
+            template = await self._template(workspace, request.get("id"))
+            system, prompt = template.render(request_variables(request))
+            instructions = "\n\n".join(part for part in (system, prompt) if part)
+            chat = replace(chat, messages=(ChatMessage(role="system", content=instructions),
+                                           *chat.messages))
+        usage: dict[str, Any] = {}
+        pieces: list[str] = []
+        last: Mapping[str, Any] = {}
+        async with aclosing(self._llm.stream(request_to_wire(chat),
+                                             timeout=self.timeout)) as upstreams:
+            async for upstream in upstreams:
+                usage.update({k: upstream[k] for k in ("in_token", "out_token", "model")
+                              if upstream.get(k) is not None})
+                if upstream.get("end_of_stream", True) is not False:
+                    last = upstream
+                piece = upstream.get("response")
+                if not isinstance(piece, str) or not piece:
+                    continue
+                if chat.stream:
+                    await reply(response(text=piece, end_of_stream=False))
+                else:
+                    pieces.append(piece)
+        await reply({**response(text="" if chat.stream else "".join(pieces), usage=usage),
+                     **{k: last.get(k) for k in CHAT_FIELDS}})
+
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
         operation = request.get("operation")
         if operation == "render":
             await self._render(workspace, request, reply)
             return
+        if operation == "capabilities":
+            await reply(await self._llm.request(dict(request), timeout=self.timeout))
+            return
         if operation is not None:
             raise PromptError(f"unknown operation {operation!r}: a prompt request has no "
-                              "'operation' (render and complete) or 'render' (render only)")
+                              "'operation' (render and complete), 'render' (render only) or "
+                              "'capabilities'")
+        if request.get("messages") is not None:
+            await self._chat(workspace, request, reply)
+            return
         template = await self._template(workspace, request.get("id"))
         system, prompt = template.render(request_variables(request))
         streaming = request.get("streaming") is True and template.response_type == "text"
-        body = {"system": system, "prompt": prompt, "streaming": streaming}
+        body = {"system": system, "prompt": prompt, "streaming": streaming,
+                **limits_to_wire(**_limits(request))}
         pieces: list[str] = []
         usage: dict[str, Any] = {}
         # A non-streaming call reads a stream too, so that a text-completion service that
@@ -323,12 +399,14 @@ class PromptClient(RpcClient):
 
     async def render_and_complete(self, id: str, variables: Mapping[str, Any], *,
                                   timeout: float | None = DEFAULT_TIMEOUT,
-                                  workspace: str | None = None) -> str:
+                                  workspace: str | None = None,
+                                  limits: Mapping[str, Any] | None = None) -> str:
         """The LLM's answer to template ``id`` of ``workspace`` (default: the service's): its
-        text, or the JSON text for a json template."""
+        text, or the JSON text for a json template. ``limits``: ``max_tokens``, ``stop``,
+        ``temperature`` for the answer."""
         pieces: list[str] = []
         async with aclosing(self._responses(id, variables, streaming=False, timeout=timeout,
-                                            workspace=workspace)) as responses:
+                                            workspace=workspace, limits=limits)) as responses:
             async for r in responses:
                 record(r)
                 if r.get("object") is not None:
@@ -339,21 +417,53 @@ class PromptClient(RpcClient):
 
     async def stream(self, id: str, variables: Mapping[str, Any], *,
                      timeout: float | None = DEFAULT_TIMEOUT,
-                     workspace: str | None = None) -> AsyncIterator[str]:
+                     workspace: str | None = None,
+                     limits: Mapping[str, Any] | None = None) -> AsyncIterator[str]:
         """The answer piece by piece as the LLM writes it (empty pieces skipped)."""
         async with aclosing(self._responses(id, variables, streaming=True, timeout=timeout,
-                                            workspace=workspace)) as responses:
+                                            workspace=workspace, limits=limits)) as responses:
             async for r in responses:
                 record(r)
                 piece = r.get("object") if r.get("object") is not None else r.get("text")
                 if isinstance(piece, str) and piece:
                     yield piece
 
+    def chat(self, chat: ChatRequest, *, id: str | None = None,
+             variables: Mapping[str, Any] | None = None,
+             timeout: float | None = DEFAULT_TIMEOUT,
+             workspace: str | None = None) -> CompletionStream:
+        """The answer to a chat request, piece by piece; template ``id`` (rendered with
+        ``variables``) goes first as the system message. ``completion`` holds the tool calls,
+        the finish reason and the usage once the stream is exhausted."""
+        body: dict[str, Any] = request_to_wire(chat)
+        if id is not None:
+            body["id"] = id
+            body["terms"] = encode_terms(variables or {})
+        if workspace is not None:
+            body["workspace"] = workspace
+        return CompletionStream(self._chat(body, timeout))
+
+    async def _chat(self, body: dict[str, Any], timeout: float | None
+                    ) -> AsyncIterator[str | Completion]:
+        async with aclosing(self._rpc.stream(body, timeout=timeout)) as responses:
+            async for r in responses:
+                record(r)
+                text = r.get("text")
+                if isinstance(text, str) and text:
+                    yield text
+                if r.get("end_of_stream", True) is not False:
+                    yield completion_of({**r, "response": ""})
+
+    async def capabilities(self, *, timeout: float | None = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        """Which tool-calling strategy the LLM behind the prompt service takes
+        (:meth:`toolmesh.llm.service.TextCompletionService.capabilities`)."""
+        return await self._rpc.request({"operation": "capabilities"}, timeout=timeout)
+
     def _responses(self, id: str, variables: Mapping[str, Any], *, streaming: bool,
-                   timeout: float | None,
-                   workspace: str | None) -> AsyncIterator[dict[str, Any]]:
+                   timeout: float | None, workspace: str | None,
+                   limits: Mapping[str, Any] | None = None) -> AsyncIterator[dict[str, Any]]:
         body: dict[str, Any] = {"id": id, "terms": encode_terms(variables),
-                                "streaming": streaming}
+                                "streaming": streaming, **(limits or {})}
         if workspace is not None:
             body["workspace"] = workspace
         return self._rpc.stream(body, timeout=timeout)
