@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import Figure, add_arguments, emit  # noqa: E402
 
 from toolmesh import RequestClient, connect  # noqa: E402
-from toolmesh.agent.react import AgentOptions  # noqa: E402
+from toolmesh.agent.loop import AgentOptions  # noqa: E402
 from toolmesh.agent.service import AgentService  # noqa: E402
 from toolmesh.agent.streaming import StreamingParser  # noqa: E402
 from toolmesh.bus.memory import new_memory_url  # noqa: E402

@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.conftest import Backend
 from toolmesh import RequestClient
-from toolmesh.agent.react import AgentOptions
+from toolmesh.agent.loop import AgentOptions
 from toolmesh.agent.service import AgentService
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import ConfigService

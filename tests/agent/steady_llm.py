@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from toolmesh.llm import Completion, Rule, ScriptedLLM
 from toolmesh.llm.base import CompletionStream
+from toolmesh.llm.chat import ChatRequest
 
 
 class SteadyLLM(ScriptedLLM):
@@ -24,6 +25,9 @@ class SteadyLLM(ScriptedLLM):
 
     def stream(self, *, system: str, prompt: str) -> CompletionStream:
         return CompletionStream(self._steady(super().stream(system=system, prompt=prompt)))
+
+    def chat(self, request: ChatRequest) -> CompletionStream:
+        return CompletionStream(self._steady(super().chat(request)))
 
     async def _steady(self, chunks: CompletionStream) -> AsyncIterator[str | Completion]:
         loop = asyncio.get_running_loop()

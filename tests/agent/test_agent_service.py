@@ -12,7 +12,7 @@ import pytest
 from tests.agent.stack import TELL_JOKE, agent_stack, answer_of, observations
 from tests.conftest import Backend
 from toolmesh import DynamicToolService
-from toolmesh.agent.react import AgentOptions
+from toolmesh.agent.loop import AgentOptions
 from toolmesh.llm import Rule, ScriptedLLM
 from toolmesh.llm.coalesce import OFF
 from toolmesh.tools.services.joke import pick_joke

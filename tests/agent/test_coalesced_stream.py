@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.agent.stack import agent_stack, answer_of
 from tests.agent.test_streaming import chunked, cuts, protocol_replies
 from tests.conftest import Backend
-from toolmesh.agent.react import AgentOptions, ReactLoop
+from toolmesh.agent.loop import AgentLoop, AgentOptions
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.llm import Rule, ScriptedLLM
 from toolmesh.llm.coalesce import OFF, Coalescing
@@ -79,11 +79,11 @@ class ChunkedPrompts:
         self.pauses = pauses
 
     async def render_and_complete(self, id: str, variables: Mapping[str, Any], *,
-                                  timeout: float, workspace: str | None = None) -> str:
+                                  timeout: float, **_: Any) -> str:
         return "".join(self.chunks)
 
     async def stream(self, id: str, variables: Mapping[str, Any], *, timeout: float,
-                     workspace: str | None = None) -> AsyncIterator[str]:
+                     **_: Any) -> AsyncIterator[str]:
         for chunk, pause in zip(self.chunks, self.pauses + [0] * len(self.chunks)):
             if pause:
                 await asyncio.sleep(pause / 10_000)
@@ -97,7 +97,7 @@ async def one_step(chunks: list[str], pauses: list[int],
     async def emit(message: dict[str, Any]) -> None:
         messages.append(message)
 
-    loop = ReactLoop(prompts=ChunkedPrompts(chunks, pauses), tools=ToolSet,
+    loop = AgentLoop(prompts=ChunkedPrompts(chunks, pauses), tools=ToolSet,
                      options=AgentOptions(max_iterations=1, coalescing=coalescing))
     await loop.run(parse_request({"question": "q", "streaming": True}), emit)
     return messages

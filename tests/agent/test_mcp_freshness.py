@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.agent.stack import Stack, agent_stack, observations
 from tests.conftest import Backend
 from tests.mcp.servers import running_server, start_server
-from toolmesh.agent.react import AgentOptions
+from toolmesh.agent.loop import AgentOptions
 from toolmesh.agent.tools.mcp_schemas import SCHEMA_BUDGET, SCHEMA_TTL, McpSchemas
 from toolmesh.llm import Rule, ScriptedLLM
 

@@ -13,7 +13,7 @@ from tests.agent.stack import agent_stack, answer_of, observations
 from tests.conftest import Backend
 from tests.mcp.callback_servers import running_http_server
 from tests.mcp.servers import ServerProcess
-from toolmesh.agent.react import AgentOptions
+from toolmesh.agent.loop import AgentOptions
 from toolmesh.llm import Rule, ScriptedLLM
 
 FINISH = Rule(r"\nObservation: (?P<obs>.*?)\n\nYour reply", "Thought: done\nFinal Answer: {obs}")

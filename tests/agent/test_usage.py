@@ -11,7 +11,7 @@ import pytest
 
 from tests.agent.stack import agent_stack
 from tests.conftest import Backend
-from toolmesh.agent.react import AgentOptions, ReactLoop
+from toolmesh.agent.loop import AgentLoop, AgentOptions
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.llm import ScriptedLLM
 from toolmesh.llm.usage import record
@@ -62,7 +62,7 @@ class Reporting:
         yield self._next()
 
 
-async def emitted(loop: ReactLoop, question: str) -> list[dict[str, Any]]:
+async def emitted(loop: AgentLoop, question: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     async def emit(message: dict[str, Any]) -> None:
@@ -73,27 +73,30 @@ async def emitted(loop: ReactLoop, question: str) -> list[dict[str, Any]]:
 
 
 async def test_a_dialog_that_fails_still_reports_what_it_used() -> None:
+    # two steps, then the one that asks for the answer with the tools withheld
     prompts = Reporting(("Thought: t\nAction: nothing\nArgs: {}",
                          {"in_token": 10, "out_token": 4, "model": "m1"}),
                         ("Thought: t\nAction: nothing\nArgs: {}",
+                         {"in_token": 11, "out_token": 4, "model": "m1"}),
+                        ("Thought: t\nAction: nothing\nArgs: {}",
                          {"in_token": 12, "out_token": 4, "model": "m2"}))
-    loop = ReactLoop(prompts=prompts, tools=ToolSet, options=AgentOptions(max_iterations=2))
+    loop = AgentLoop(prompts=prompts, tools=ToolSet, options=AgentOptions(max_iterations=2))
     messages = await emitted(loop, "q")
     assert messages[-1]["message_type"] == "error" and messages[-1]["end_of_dialog"]
     # summed; the model of the last answer
     assert {k: messages[-1][k] for k in ("in_token", "out_token", "model")} == {
-        "in_token": 22, "out_token": 8, "model": "m2"}
+        "in_token": 33, "out_token": 12, "model": "m2"}
 
 
 async def test_a_model_that_reports_nothing_gives_no_counts() -> None:
-    loop = ReactLoop(prompts=Reporting(("Thought: t\nFinal Answer: a", {})), tools=ToolSet)
+    loop = AgentLoop(prompts=Reporting(("Thought: t\nFinal Answer: a", {})), tools=ToolSet)
     last = (await emitted(loop, "q"))[-1]
     assert (last["in_token"], last["out_token"], last["model"]) == (None, None, None)
 
 
 async def test_each_dialog_has_its_own_count() -> None:
     usage = {"in_token": 5, "out_token": 3, "model": "m"}
-    loop = ReactLoop(prompts=Reporting(("Thought: t\nFinal Answer: a", usage),
+    loop = AgentLoop(prompts=Reporting(("Thought: t\nFinal Answer: a", usage),
                                        ("Thought: t\nFinal Answer: b", usage)), tools=ToolSet)
     first, second = (await emitted(loop, "q"))[-1], (await emitted(loop, "q"))[-1]
     assert first["in_token"] == second["in_token"] == 5

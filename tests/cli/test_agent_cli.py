@@ -103,7 +103,8 @@ async def test_serve_with_a_real_openai_compatible_llm(tmp_path: Path) -> None:
     answers = ['Thought: the tool knows jokes\nAction: tell-joke\nArgs: {"topic": "animals"}',
                "Thought: got it\nFinal Answer: Here you go — a joke about animals."]
     async with OpenAITestServer(answers=answers) as llm, \
-            toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "test-model") as served:
+            toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "test-model",
+                           "--tool-calling", "react") as served:
         for item, file in [("tool-service/joke-service", "joke-service.json"),
                            ("tool/tell-joke", "tell-joke.json")]:
             assert (await script("tg-put-config-item", item, "-u", served.url,

@@ -91,7 +91,7 @@ def test_bash_completes_commands_subcommands_options_and_parts() -> None:
         ("toolmesh", "serve", "--po"): ["--port"],
         ("toolmesh", "run", "jo"): ["joke", "joke-streaming"],
         # after an option's value; after a MODULE:CLASS (bash splits it at the colon)
-        ("toolmesh", "serve", "--port", "80", "--ll"): ["--llm"],
+        ("toolmesh", "serve", "--port", "80", "--ll"): ["--llm", "--llm-server"],
         ("toolmesh", "run", "wordtools", ":", "WordCount", "--to"): ["--topic"],
         ("toolmesh", "run-service", "joke", "--con"): ["--concurrency"],
         ("toolmesh", "mcp", "set", "x", "--transport", "s"): ["streamable-http", "sse", "stdio"],

@@ -22,7 +22,8 @@ async def test_a_dialog_through_the_gateway_calls_an_mcp_tool_with_arguments(tmp
                "Thought: I have it\nFinal Answer: The forecast says: Paris: sunny for 3 days"]
     async with running_server("streamable-http", name="weather-e2e") as mcp, \
             OpenAITestServer(answers=answers) as llm, \
-            toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "m") as served:
+            toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "m",
+                           "--tool-calling", "react") as served:
         u = ["-u", served.url]
         code, _, err = await run_toolmesh("mcp", "set", "weather", "--url", mcp.url, *u)
         assert code == 0, err

@@ -22,7 +22,8 @@ DONE = "Thought: I have it\nFinal Answer: It counted to three."
 async def test_tg_invoke_agent_with_a_tool_that_reports_progress(tg_bin: Path,
                                                                   tmp_path: Path) -> None:
     async with running_http_server() as mcp, OpenAITestServer(answers=[ACT, DONE] * 5) as llm, \
-            toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "m") as served:
+            toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "m",
+                           "--tool-calling", "react") as served:
         u = ["-u", served.url]
         code, _, err = await run_toolmesh("mcp", "set", "count", "--url", mcp.url, *u)
         assert code == 0, err

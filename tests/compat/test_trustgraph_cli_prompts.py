@@ -58,7 +58,7 @@ async def test_tg_show_prompts_on_a_fresh_deployment_shows_what_is_served(
         tg_bin: Path, served: Served) -> None:
     out = await tg(tg_bin, "tg-show-prompts", "-u", served.url)
     prompts = shown(out)
-    assert list(prompts) == ["System prompt", "agent-react", "question"]
+    assert list(prompts) == ["System prompt", "agent-json", "agent-native", "agent-react", "question"]
     assert prompts["question"] == {"prompt": "{{question}}", "response": "text"}
     assert prompts["agent-react"]["prompt"].startswith("Answer the question below.")
     # a workspace nobody wrote to reads the same
@@ -126,4 +126,4 @@ async def test_tg_invoke_prompt(tg_bin: Path, served: Served) -> None:
     assert code == 0, err
     out = await tg_raw(tg_bin, "tg-invoke-prompt", *u, "elsewhere")
     assert "unknown prompt template 'elsewhere' in workspace 'default'" in out, out
-    assert "known templates: agent-react, question, summarise" in out, out
+    assert "known templates: agent-json, agent-native, agent-react, question, summarise" in out, out

@@ -20,7 +20,7 @@ from tests.mcp.everything import EverythingServer
 from tests.processes import run_toolmesh
 from tests.servers import toolmesh_serve
 from toolmesh import RequestError
-from toolmesh.agent.react import AgentOptions
+from toolmesh.agent.loop import AgentOptions
 from toolmesh.llm import Rule, ScriptedLLM
 
 #: the agent tests run on the memory bus only (the bus is covered elsewhere)

@@ -95,6 +95,7 @@ class Workbench:
 async def workbench(tmp_path: Path) -> AsyncIterator[Workbench]:
     async with OpenAITestServer() as llm, \
             toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "test-model",
+                           "--tool-calling", "react",
                            extra_env={"TOOLMESH_GATEWAY_TOKEN": TOKEN}) as served:
         yield Workbench(served, llm)
 

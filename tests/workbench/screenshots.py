@@ -79,6 +79,7 @@ async def shoot(out: Path) -> None:
         async with OpenAITestServer() as llm, \
                 running_server("streamable-http", name="weather", token=MCP_TOKEN) as mcp, \
                 toolmesh_serve(Path(data), "--llm", llm.base_url, "--model", "test-model",
+                               "--tool-calling", "react",
                                extra_env={"TOOLMESH_GATEWAY_TOKEN": TOKEN}) as served, \
                 aiohttp.ClientSession() as session:
             await put(session, served.url, {

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from toolmesh.agent.react import AgentOptions, ReactLoop
+from toolmesh.agent.loop import AgentLoop, AgentOptions
 from toolmesh.agent.services_service import AgentServicesService
 from toolmesh.agent.status_service import AgentToolsService
 from toolmesh.agent.tools.context import ClientPool
@@ -71,7 +71,7 @@ class AgentService(Service):
         self._watcher = WorkspaceWatcher(bus, types=WATCHED_TYPES, on_change=self._on_config,
                                          on_forget=self._forget_workspace,
                                          preload=(workspace,), **(config_queues or {}))
-        self.loop = ReactLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options)
+        self.loop = AgentLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options)
         self.mcp = McpToolClient(bus, **(mcp_queues or {}))
         self.services: dict[str, Any] = {"prompt": self.prompts, "mcp": self.mcp,
                                          "registry": self.registry}

@@ -13,13 +13,18 @@ from toolmesh.agent.tools import Tool, ToolBuildError, build_tool
 from toolmesh.agent.tools.context import BuildContext, ClientPool
 from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.service import DEFAULT_WORKSPACE
-from toolmesh.registry.merge import merge
+from toolmesh.registry.merge import SETTINGS, merge
 from toolmesh.registry.wire import Announcement
 
 log = logging.getLogger("toolmesh.agent.tools")
 
 #: the reason a tool item with ``"enabled": false`` gives for not being offered
 DISABLED = "disabled by its config item (\"enabled\": false)"
+
+#: the key of ``settings/workspace`` that picks a workspace's tool-calling strategy, and its
+#: values
+TOOL_CALLING_SETTING = "tool-calling"
+TOOL_CALLING_CHOICES = ("auto", "native", "json", "react")
 
 #: the config types an agent watches (``settings``: the workspace's, e.g. whether it takes
 #: announced tools)
@@ -43,6 +48,9 @@ class ToolSet:
     overridden: Mapping[str, str] = field(default_factory=dict)
     #: whether the tool set takes announced tools (the process and the workspace allow it)
     accepts_announcements: bool = True
+    #: how the workspace's dialogs ask for tool calls (``settings/workspace``'s
+    #: ``tool-calling``; ``auto``: as the agent and its LLM decide)
+    tool_calling: str = "auto"
 
     def offered(self, *, groups: Sequence[str] | None, state: str | None) -> list[Tool]:
         """The tools for a request in ``groups`` (default ``["default"]``) and ``state``."""
@@ -135,4 +143,13 @@ async def build_toolset(snapshot: ConfigSnapshot, *, clients: ClientPool,
     announced_keys = {**merged.announced, **{k: id for k, (id, _) in merged.refused.items()}}
     return ToolSet(snapshot.version, tools, problems, refused, workspace=snapshot.workspace,
                    announced=announced_keys, overridden=merged.overridden,
-                   accepts_announcements=merged.accepted)
+                   accepts_announcements=merged.accepted,
+                   tool_calling=workspace_tool_calling(parsed))
+
+
+def workspace_tool_calling(config: Mapping[str, Mapping[str, Any]]) -> str:
+    """The ``tool-calling`` of a workspace's ``settings/workspace`` item (``auto`` without
+    one; the item was validated on put)."""
+    settings = config.get(SETTINGS[0], {}).get(SETTINGS[1])
+    value = settings.get(TOOL_CALLING_SETTING) if isinstance(settings, Mapping) else None
+    return value if value in TOOL_CALLING_CHOICES else "auto"

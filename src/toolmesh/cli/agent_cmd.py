@@ -32,7 +32,7 @@ def add_parser(commands: Any) -> None:
     p.set_defaults(run=run)
 
 
-#: the start of an observation that reports a failure (agent/react.py writes them so)
+#: the start of an observation that reports a failure (agent/calls.py writes them so)
 ERROR_PREFIX = "Error: "
 #: the most characters of a tool call's line shown: arguments can be a whole document
 CALL_WIDTH = 300

@@ -42,7 +42,7 @@ class Bound:
     """A numeric limit (a connection cap, a timeout, a size): its flag, the environment
     variable that sets its default (none: only the flag sets it), its type, default and help.
     The flag's ``dest`` is the name of the field it sets in the options object it belongs to
-    (:class:`~toolmesh.gateway.bounds.Bounds`, :class:`~toolmesh.agent.react.AgentOptions`)."""
+    (:class:`~toolmesh.gateway.bounds.Bounds`, :class:`~toolmesh.agent.loop.AgentOptions`)."""
 
     flag: str
     env: str | None
@@ -87,7 +87,7 @@ GATEWAY_BOUNDS = (
           "seconds a WebSocket client may leave answers unread before it is cut off"),
 )
 
-#: one per field of :class:`toolmesh.agent.react.AgentOptions` that a flag sets
+#: one per field of :class:`toolmesh.agent.loop.AgentOptions` that a flag sets
 AGENT_BOUNDS = (
     Bound("--max-iterations", "TOOLMESH_MAX_ITERATIONS", int, 10,
           "ReAct steps before the agent gives up", env_in_help=False),
@@ -98,7 +98,20 @@ AGENT_BOUNDS = (
           "--tool-timeout more", env_in_help=False),
     Bound("--max-observation", "TOOLMESH_MAX_OBSERVATION", int, 32768,
           "bytes of a tool's result the LLM sees; a longer result is cut with a note"),
+    Bound("--max-step-tokens", "TOOLMESH_MAX_STEP_TOKENS", int, 1024,
+          "tokens one LLM step may write (its max_tokens); 0: no limit"),
+    Bound("--token-budget", "TOOLMESH_TOKEN_BUDGET", int, 100_000,
+          "tokens (in and out) a dialog may use before the agent asks for its final answer; "
+          "0: no limit"),
+    Bound("--parallel-calls", "TOOLMESH_PARALLEL_CALLS", int, 4,
+          "tool calls of one LLM reply (native tool calling) that run at once"),
 )
+
+#: how agents get tool calls out of a model (docs/tool-calling.md)
+TOOL_CALLING_CHOICES = ("auto", "native", "json", "react")
+#: the servers of toolmesh.llm.quirks.TABLE (named here: every command builds its parser, and
+#: the llm package is not for commands that only talk to the gateway)
+LLM_SERVERS = ("llama-cpp-python", "llama.cpp", "ollama", "openai", "vllm")
 
 #: how a stream's pieces are gathered into messages, by the text-completion service and the
 #: agent (:class:`toolmesh.llm.coalesce.Coalescing`)
@@ -285,6 +298,7 @@ def add_llm(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key-file", default=os.environ.get(API_KEY_FILE_ENV),
                         metavar="PATH",
                         help=f"read the API key from this file (env {API_KEY_FILE_ENV})")
+    add_llm_sampling(parser)
 
 
 def llm_api_key(args: argparse.Namespace) -> str | None:
@@ -300,6 +314,57 @@ def llm_api_key(args: argparse.Namespace) -> str | None:
 
 def add_agent(parser: argparse.ArgumentParser) -> None:
     add_bounds(parser, AGENT_BOUNDS)
+    add_step_temperature(parser)
+
+
+def step_temperature(text: str) -> float | None:
+    """``--step-temperature``'s type: a temperature, or ``server`` (the server's default)."""
+    if text.strip().lower() == "server":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a temperature (0 or more) nor "
+                                         "'server'")
+    return value
+
+
+def add_step_temperature(parser: argparse.ArgumentParser) -> None:
+    """``--step-temperature``: the temperature of the agent's steps."""
+    parser.add_argument("--step-temperature", type=step_temperature, dest="temperature_of_steps",
+                        metavar="T",
+                        default=step_temperature(os.environ.get("TOOLMESH_STEP_TEMPERATURE",
+                                                                "0")),
+                        help="the temperature the agent's steps are asked at, or 'server' for "
+                             "the server's default (env TOOLMESH_STEP_TEMPERATURE; default: 0, "
+                             "so that the choice of a tool is not a roll of the dice)")
+
+
+def add_tool_calling(parser: argparse.ArgumentParser) -> None:
+    """``--tool-calling``: how agents ask the LLM for tool calls."""
+    default = os.environ.get("TOOLMESH_TOOL_CALLING", "auto")
+    parser.add_argument("--tool-calling", choices=TOOL_CALLING_CHOICES,
+                        default=default if default in TOOL_CALLING_CHOICES else "auto",
+                        help="how the agent gets tool calls out of the LLM: native (OpenAI "
+                             "tools), json (one schema-constrained JSON object per step), "
+                             "react (TrustGraph's text protocol), or auto: detect what the LLM "
+                             "supports, in that order (env TOOLMESH_TOOL_CALLING; "
+                             "default: %(default)s)")
+
+
+def add_llm_sampling(parser: argparse.ArgumentParser) -> None:
+    """``--temperature``: how the LLM samples (the server's default when not given)."""
+    value = os.environ.get("TOOLMESH_LLM_TEMPERATURE")
+    parser.add_argument("--temperature", type=float, default=float(value) if value else None,
+                        help="the LLM's sampling temperature (env TOOLMESH_LLM_TEMPERATURE; "
+                             "default: the server's)")
+    parser.add_argument("--llm-server", choices=LLM_SERVERS,
+                        default=os.environ.get("TOOLMESH_LLM_SERVER") or None,
+                        help="which OpenAI-compatible server --llm is, for its quirks "
+                             "(docs/tool-calling.md); default: recognised from its /models "
+                             "(env TOOLMESH_LLM_SERVER)")
 
 
 def add_streaming(parser: argparse.ArgumentParser) -> None:

@@ -53,6 +53,7 @@ def add_parsers(commands: Any) -> None:
     options.add_gateway(p, startup_grace=0.0)
     options.add_llm(p)
     options.add_agent(p)
+    options.add_tool_calling(p)
     options.add_streaming(p)
     options.add_mcp_stdio(p)
     options.add_deadlines(p)
@@ -94,11 +95,12 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
                (options.add_config_store, options.add_mcp_stdio)),
     "gateway": ("the HTTP/WebSocket gateway (TrustGraph's /api/v1)",
                 (options.add_gateway, options.add_deadlines)),
-    "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_streaming,
+    "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_tool_calling,
+                                            options.add_streaming,
                                             options.add_flow, _agent_announcements)),
     "prompt": ("the prompt service: templates completed by the LLM", ()),
     "text-completion": ("the LLM service: an OpenAI-compatible API, or the offline demo model",
-                        (options.add_llm, options.add_streaming)),
+                        (options.add_llm, options.add_tool_calling, options.add_streaming)),
     "mcp-tool": ("the MCP tool service of a flow: calls the tools of MCP servers",
                  (options.add_mcp_stdio, options.add_flow)),
 }
@@ -179,7 +181,8 @@ def llm_provider(args: argparse.Namespace) -> LLMProvider:
     from toolmesh.llm.factory import open_provider
 
     if args.llm:
-        provider = open_provider(args.llm, model=args.model, api_key=options.llm_api_key(args))
+        provider = open_provider(args.llm, model=args.model, api_key=options.llm_api_key(args),
+                                 temperature=args.temperature, server=args.llm_server)
         log().info("LLM: %s", provider.name)
         return provider
     log().warning("OFFLINE DEMO MODE: no --llm given, so answers come from a scripted demo "
@@ -237,7 +240,8 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
 
         provider = llm_provider(args)
         closers.append(provider)
-        return TextCompletionService(bus, provider, coalescing=_coalescing(args))
+        return TextCompletionService(bus, provider, coalescing=_coalescing(args),
+                                     tool_calling=args.tool_calling)
     if part == "prompt":
         from toolmesh.prompt import PromptService
 
@@ -250,11 +254,13 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                               response_queue=f"response:tg:mcp-tool:{args.flow}",
                               notify_queue=f"notify:tg:mcp-tool:{args.flow}")
     if part == "agent":
-        from toolmesh.agent.react import AgentOptions
+        from toolmesh.agent.loop import AgentOptions
         from toolmesh.agent.service import AgentService
 
         agent_options = AgentOptions(**options.bound_values(args, options.AGENT_BOUNDS),
-                                     coalescing=_coalescing(args))
+                                     coalescing=_coalescing(args),
+                                     tool_calling=args.tool_calling,
+                                     temperature=args.temperature_of_steps)
         return AgentService(bus, options=agent_options,
                             request_queue=f"request:tg:agent:{args.flow}",
                             response_queue=f"response:tg:agent:{args.flow}",

@@ -211,6 +211,11 @@ def _settings(item: _Item) -> None:
     if not isinstance(accept, bool):
         raise item.fail("accept-announcements", f"must be true or false, not "
                                                 f"{json.dumps(accept)}")
+    # how the workspace's dialogs ask for tool calls (toolmesh.agent.loop)
+    calling = item.value.get("tool-calling", "auto")
+    if calling not in ("auto", "native", "json", "react"):
+        raise item.fail("tool-calling", f"must be auto, native, json or react, not "
+                                        f"{json.dumps(calling)}")
 
 
 VALIDATORS: dict[str, Callable[[_Item], None]] = {

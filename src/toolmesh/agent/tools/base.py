@@ -94,6 +94,19 @@ class Tool(ABC):
     async def invoke(self, arguments: dict[str, Any], call: Call) -> str:
         """The observation for one call; raise :class:`ToolError` (or RequestError) on failure."""
 
+    def parameters(self) -> dict[str, Any]:
+        """The JSON Schema of the tool's arguments, each with its description: what a model
+        is shown for a function call (``native``) or a constrained step (``json``)."""
+        properties: dict[str, Any] = {}
+        for argument in self.arguments:
+            schema = dict(argument.value_schema)
+            if argument.description:
+                schema["description"] = argument.description
+            properties[argument.name] = schema
+        required = [a.name for a in self.arguments if a.required]
+        return {"type": "object", "properties": properties,
+                **({"required": required} if required else {})}
+
     def describe(self) -> dict[str, Any]:
         """The tool as the prompt template sees it."""
         return {"name": self.info.name, "description": self.info.description,

@@ -73,7 +73,7 @@ DEFINITION = ToolServiceDefinition(
     config_params=[ConfigParam("style")],
     tools=[Tool("tell-joke", "Tell a joke on a given topic", config={"style": "pun"},
                 arguments=[Argument("topic", "string", "The topic for the joke (e.g., "
-                                    "programming, animals, food)")])],
+                                    "programming, animals, food)", required=True)])],
 )
 
 

@@ -1,0 +1,98 @@
+"""Running the tool calls of a step: checks first, then the tool with its deadline, its
+progress passed on, and whatever goes wrong turned into an observation the model sees.
+
+Errors stay apart as DESIGN.md says: the model's faults (an unknown tool, bad arguments) and a
+tool's faults (an error response, a timeout) become ``Error: ...`` observations and the dialog
+goes on; only the system's faults end it (the loop's business).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolmesh.agent.progress import ProgressRelay
+from toolmesh.agent.tally import DialogTally
+from toolmesh.agent.tools import Call, Tool, ToolError
+from toolmesh.errors import RequestError, RequestTimeout
+from toolmesh.telemetry import metrics, tracing
+
+log = logging.getLogger("toolmesh.agent")
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What one call came to: the observation, and whether the tool ran and succeeded."""
+
+    observation: str
+    ok: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolRunner:
+    """Runs calls with the agent's tool deadlines (see :class:`~toolmesh.agent.loop.
+    AgentOptions`)."""
+
+    tool_timeout: float
+    tool_max_timeout: float
+
+    async def run(self, name: str, arguments: Any, offered: Mapping[str, Tool], *, user: str,
+                  emit: Emit, tally: DialogTally) -> Outcome:
+        """The outcome of calling ``name`` with ``arguments``."""
+        tool = offered.get(name)
+        if tool is None:
+            # the name the LLM made up is no label: a model could invent one per call
+            metrics.tool_call(tool="", type="", outcome="unknown-tool", seconds=None)
+            names = ", ".join(repr(n) for n in offered) or "none"
+            return Outcome(observation=f"Error: there is no tool {name!r}. Available tools: "
+                                       f"{names}.", ok=False)
+        kind = tool.info.type or "tool"
+        problems = tool.check(arguments)
+        if problems:
+            metrics.tool_call(tool=tool.name, type=kind, outcome="invalid-arguments",
+                              seconds=None)
+            return Outcome(observation=f"Error: invalid arguments for {tool.name!r}: "
+                                       + "; ".join(problems) + ". You passed: "
+                                       + json.dumps(arguments, ensure_ascii=False), ok=False)
+        started = time.perf_counter()
+        with tracing.span(f"tool {tool.name}", kind="client",
+                          attributes={"toolmesh.tool": tool.name,
+                                      "toolmesh.tool.type": kind}) as span:
+            observation, outcome = await self._invoke(tool, arguments, user, emit)
+            if outcome != "ok":
+                tracing.failed(span, outcome)
+        seconds = time.perf_counter() - started
+        tally.tool_ran(seconds)
+        metrics.tool_call(tool=tool.name, type=kind, outcome=outcome, seconds=seconds)
+        return Outcome(observation=observation, ok=outcome == "ok")
+
+    async def _invoke(self, tool: Tool, arguments: dict[str, Any], user: str,
+                      emit: Emit) -> tuple[str, str]:
+        """The observation of one call of ``tool``, and its outcome (``ok``, ``timeout``,
+        or the error type)."""
+        timeout = self.tool_timeout
+        most = max(self.tool_max_timeout, timeout)
+        try:
+            # The deadline is passed down so a client can cancel its call; the timeout here is
+            # the backstop for a tool that ignores it. Progress moves both (agent/progress.py).
+            async with asyncio.timeout(timeout + 1.0) as backstop:
+                relay = ProgressRelay(tool=tool.name, emit=emit, backstop=backstop,
+                                      timeout=timeout + 1.0, max_timeout=most + 1.0)
+                call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay)
+                return await tool.invoke(arguments, call), "ok"
+        except (RequestTimeout, TimeoutError):
+            return (f"Error: the tool {tool.name!r} did not answer within {timeout:g} s",
+                    "timeout")
+        except (RequestError, ToolError) as e:
+            return f"Error: {e.message}", e.type
+        except Exception as e:
+            log.exception("tool %r failed", tool.name)
+            return (f"Error: the tool {tool.name!r} failed: {type(e).__name__}: {e}",
+                    "tool-error")

