@@ -16,7 +16,9 @@ The answers file is a JSON list of answers, or ``{"answers": [...], "rules": [{"
 "<regex>", "response": <answer>}], "default": <answer>}``; an answer is a string (the text)
 or an object with :class:`Answer`'s fields.
 
-Which answer a request gets: ``respond(request)`` if given and not None; else the first rule
+Which answer a request gets: a request for one token (``max_tokens: 1``, how a client probes
+a server) gets one, without using a scripted answer; else ``respond(request)`` if given and not
+None; else the first rule
 whose regex is found in the last user message; else the next queued answer; else ``default``;
 else HTTP 500 "no answer scripted".
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import json
 import re
 import sys
@@ -62,6 +65,9 @@ class Answer:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     usage: bool = True
+    #: the reply's tool calls, ``[{"name", "arguments": <JSON text or object>, "id"?}]``;
+    #: streamed as OpenAI streams them: each call's id and name, then its arguments in pieces
+    tool_calls: Sequence[dict[str, Any]] = ()
 
     @classmethod
     def of(cls, value: str | Answer | dict[str, Any]) -> Answer:
@@ -113,11 +119,21 @@ class OpenAITestServer:
 
     ``api_key`` makes it demand ``Authorization: Bearer <api_key>`` and answer 401 otherwise
     (quoting the key it got, as careless servers do). ``requests`` records every request.
+
+    ``kind`` makes it behave as that server does where servers differ (toolmesh.llm.quirks):
+    ``"llama-cpp-python"`` says ``owned_by: "me"`` and answers HTTP 500 to an assistant message
+    with ``content: null`` and to a ``json_schema`` response format, as llama-cpp-python's
+    server does; ``"openai"`` (the default) takes both. ``escaping`` makes it count the prompt
+    the way a server that HTML-escapes messages does (llama-cpp-python's
+    ``chatml-function-calling`` format): a character a token, after escaping.
     """
 
     def __init__(self, answers: Iterable[AnswerLike] = (), *, respond: Responder | None = None,
                  rules: Sequence[tuple[str, AnswerLike]] = (), default: AnswerLike | None = None,
-                 api_key: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+                 api_key: str | None = None, host: str = "127.0.0.1", port: int = 0,
+                 kind: str = "openai", escaping: bool = False) -> None:
+        self.kind = kind
+        self.escaping = escaping
         self._answers: deque[Answer] = deque(Answer.of(a) for a in answers)
         self._respond = respond
         self._rules = [(re.compile(p, re.DOTALL), Answer.of(a)) for p, a in rules]
@@ -169,9 +185,26 @@ class OpenAITestServer:
             return self._answers.popleft()
         return self._default
 
+    def _refused(self, body: dict[str, Any]) -> str | None:
+        """What a server of this kind would refuse in ``body`` (as its error message)."""
+        if self.kind != "llama-cpp-python":
+            return None
+        for i, m in enumerate(body["messages"]):
+            if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None:
+                return (f"1 validation error: ('body', 'messages', {i}, "
+                        "'ChatCompletionRequestAssistantMessage', 'content') Input should be a "
+                        "valid string")
+        form = body.get("response_format")
+        if isinstance(form, dict) and form.get("type") not in (None, "text", "json_object"):
+            return ("1 validation error: ('body', 'response_format', 'type') Input should be "
+                    "'text' or 'json_object'")
+        return None
+
     async def _models(self, request: web.Request) -> web.Response:
+        owner = {"llama-cpp-python": "me", "openai": "openai"}.get(self.kind, self.kind)
         return web.json_response({"object": "list",
-                                  "data": [{"id": "test-model", "object": "model"}]})
+                                  "data": [{"id": "test-model", "object": "model",
+                                            "owned_by": owner}]})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.text()
@@ -188,7 +221,10 @@ class OpenAITestServer:
             return _error(401, f"Incorrect API key provided: {given}.", code="invalid_api_key")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "the body must be a JSON object with 'messages'")
-        answer = self._pick(received)
+        refused = self._refused(body)
+        if refused is not None:
+            return _error(500, refused)
+        answer = Answer(text="x") if body.get("max_tokens") == 1 else self._pick(received)
         if answer is None:
             return _error(500, "the OpenAI test server has no answer scripted for this request")
         if answer.hang:
@@ -200,15 +236,20 @@ class OpenAITestServer:
         if answer.status >= 400:
             return _error(answer.status, answer.error or "scripted error")
         model = str(body.get("model") or "test-model")
-        usage = _usage(answer, received) if answer.usage else None
+        usage = _usage(answer, received, escaping=self.escaping) if answer.usage else None
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await self._stream(request, answer, model, usage if include_usage else None)
+        calls = _calls(answer)
+        message: dict[str, Any] = {"role": "assistant",
+                                   "content": answer.text if answer.text or not calls else None}
+        if calls:
+            message["tool_calls"] = calls
         payload: dict[str, Any] = {
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": answer.text}}]}
+            "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
+                         "message": message}]}
         if usage is not None:
             payload["usage"] = usage
         return web.json_response(payload)
@@ -233,11 +274,20 @@ class OpenAITestServer:
         pieces = answer.chunks if answer.chunks is not None else _PIECES.findall(answer.text)
         for piece in pieces:
             await event(chunk({"content": piece}))
+        calls = _calls(answer)
+        for index, call in enumerate(calls):
+            await event(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                               "function": {"name": call["function"]["name"],
+                                                            "arguments": ""}}]}))
+            arguments = call["function"]["arguments"]
+            for start in range(0, len(arguments), 7):  # a few characters at a time
+                await event(chunk({"tool_calls": [{"index": index, "function": {
+                    "arguments": arguments[start:start + 7]}}]}))
         if answer.stream_error is not None:
             await event({"error": {"message": answer.stream_error, "type": "server_error"}})
             await response.write_eof()
             return response
-        await event(chunk({}, "stop"))
+        await event(chunk({}, "tool_calls" if calls else "stop"))
         if usage is not None:
             await event({"id": "chatcmpl-test", "object": "chat.completion.chunk",
                          "created": int(time.time()), "model": model, "choices": [],
@@ -247,8 +297,23 @@ class OpenAITestServer:
         return response
 
 
-def _usage(answer: Answer, request: ReceivedRequest) -> dict[str, int]:
+def _calls(answer: Answer) -> list[dict[str, Any]]:
+    """The answer's tool calls in OpenAI's shape."""
+    out = []
+    for i, call in enumerate(answer.tool_calls):
+        arguments = call.get("arguments", {})
+        out.append({"id": call.get("id", f"call_{i}"), "type": "function",
+                    "function": {"name": call["name"],
+                                 "arguments": arguments if isinstance(arguments, str)
+                                 else json.dumps(arguments)}})
+    return out
+
+
+def _usage(answer: Answer, request: ReceivedRequest, *, escaping: bool = False
+           ) -> dict[str, int]:
     prompt = answer.prompt_tokens
+    if prompt is None and escaping:
+        prompt = sum(len(html.escape(str(m.get("content") or ""))) for m in request.messages)
     if prompt is None:
         prompt = sum(len(str(m.get("content", "")).split()) for m in request.messages)
     completion = answer.completion_tokens

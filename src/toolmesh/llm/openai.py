@@ -31,6 +31,8 @@ DEFAULT_TIMEOUT = 120.0
 #: pieces a stream may run past its ``max_tokens`` before it is cut (a piece is about a token;
 #: a little slack keeps a server that counts differently from being cut short)
 LIMIT_SLACK = 16
+#: characters of a stream kept to see whether the model is stuck in a loop
+LOOP_TAIL = 2 * openai_wire.LOOP_REPEATS * openai_wire.LOOP_PERIOD
 
 
 class OpenAICompatible:
@@ -179,6 +181,7 @@ class OpenAICompatible:
                     return
                 deltas = openai_wire.DeltaAssembler(model=self.model)
                 cut = False
+                tail = ""
                 while True:
                     async with asyncio.timeout(self.timeout):
                         line = await response.content.readline()
@@ -192,6 +195,12 @@ class OpenAICompatible:
                     text = deltas.add(event)
                     if text:
                         yield text
+                        tail = (tail + text)[-LOOP_TAIL:]
+                        if deltas.pieces % 16 == 0 and openai_wire.looping(tail):
+                            log.warning("the LLM at %s is repeating itself; its answer is cut",
+                                        self._shown_url)
+                            cut = True
+                            break
                     if limit is not None and deltas.pieces > limit + LIMIT_SLACK:
                         # the server went on past max_tokens (llama-cpp-python does in some
                         # chat formats): closing the response stops it

@@ -176,3 +176,24 @@ class DeltaAssembler:
         return Completion(text="", in_tokens=_count(self._usage, "prompt_tokens"),
                           out_tokens=_count(self._usage, "completion_tokens"),
                           model=self.model, tool_calls=calls, finish_reason=self._finish)
+
+
+#: how many times in a row a passage must repeat before a stream counts as stuck in a loop
+LOOP_REPEATS = 6
+#: the longest passage looked for (characters)
+LOOP_PERIOD = 200
+
+
+def looping(text: str) -> bool:
+    """Whether ``text`` ends in one passage (8 to :data:`LOOP_PERIOD` characters, of at least
+    four different characters: not a rule of dashes) repeated :data:`LOOP_REPEATS` times — a
+    model stuck in a loop ("The answer is: The answer is: ..."), which small models fall into
+    and which only ``max_tokens`` would otherwise end."""
+    for period in range(8, LOOP_PERIOD + 1):
+        span = period * LOOP_REPEATS
+        if len(text) < span:
+            break
+        end = text[-span:]
+        if end[period:] == end[:-period] and len(set(end[:period])) >= 4:
+            return True
+    return False
