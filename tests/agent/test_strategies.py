@@ -193,3 +193,20 @@ async def test_a_workspace_setting_picks_the_strategy(backend: Backend, tmp_path
         messages = await s.ask("q")
     assert answer_of(messages) == "from json"
     assert llm.requests[0].response_schema is not None
+
+
+async def test_the_tools_listing_says_how_tools_are_called_and_why(backend: Backend,
+                                                                   tmp_path: Path) -> None:
+    from toolmesh import RequestClient
+
+    llm = ScriptedLLM(tool_calling="react")
+    async with agent_stack(backend, tmp_path, llm, options=OPTIONS) as s:
+        request_queue, response_queue = s.tools_queues
+        async with RequestClient(await backend.connect(), request_queue=request_queue,
+                                 response_queue=response_queue) as tools:
+            before = (await tools.request({}, timeout=10))["tool_calling"]
+            await s.put({("settings", "workspace"): {"tool-calling": "native"}})
+            after = (await tools.request({}, timeout=10))["tool_calling"]
+    assert before == {"tool_calling": "react", "source": "provider", "llm": llm.name,
+                      "detail": f"{llm.name} follows the react protocol"}
+    assert (after["tool_calling"], after["source"]) == ("native", "workspace")

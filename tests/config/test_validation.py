@@ -117,3 +117,8 @@ def test_workspace_settings_are_checked() -> None:
         validate("settings", "workspace", json.dumps({"accept-announcements": "off"}))
     with pytest.raises(ConfigError, match="must be a JSON object"):
         validate("settings", "workspace", "[]")
+    for strategy in ("auto", "native", "json", "react"):
+        validate("settings", "workspace", json.dumps({"tool-calling": strategy}))
+    with pytest.raises(ConfigError, match="'tool-calling' of settings/workspace: must be auto, "
+                                          "native, json or react, not \"xml\""):
+        validate("settings", "workspace", json.dumps({"tool-calling": "xml"}))

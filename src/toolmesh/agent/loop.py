@@ -180,15 +180,24 @@ class AgentLoop:
                                         seconds=time.perf_counter() - started)
 
     async def strategy(self, toolset: ToolSet) -> Strategy:
-        """How this dialog asks its model: the workspace's setting, the agent's option, or
-        what the text-completion service found to work (``react`` if it cannot say: an older
-        or TrustGraph's own service)."""
-        for choice in (toolset.tool_calling, self.options.tool_calling):
-            if choice != "auto":
-                return strategy_for(choice)
+        """How this dialog asks its model (:meth:`tool_calling`)."""
+        return strategy_for((await self.tool_calling(toolset))["tool_calling"])
+
+    async def tool_calling(self, toolset: ToolSet) -> dict[str, Any]:
+        """Which strategy the dialogs of ``toolset``'s workspace use, and why: ``{"tool_calling",
+        "source", "detail", "llm"?}`` — the workspace's setting, the agent's option, or what
+        the text-completion service found to work with its LLM (``react`` if it cannot say:
+        an older or TrustGraph's own service, which knows only that protocol)."""
+        if toolset.tool_calling != "auto":
+            return {"tool_calling": toolset.tool_calling, "source": "workspace",
+                    "detail": "set by settings/workspace (tool-calling)"}
+        if self.options.tool_calling != "auto":
+            return {"tool_calling": self.options.tool_calling, "source": "agent",
+                    "detail": f"set on the agent (--tool-calling {self.options.tool_calling})"}
         ask = getattr(self.prompts, "capabilities", None)
         if ask is None:  # a prompt client of the text protocol alone
-            return strategy_for("react")
+            return {"tool_calling": "react", "source": "agent",
+                    "detail": "the prompt client takes only the text protocol"}
         try:
             capabilities = await ask(timeout=self.options.llm_timeout)
         except RequestError as e:
@@ -196,9 +205,14 @@ class AgentLoop:
                 log.warning("the prompt service could not say how to call tools with its LLM "
                             "(%s); asking in the react text protocol", e.message)
                 self._no_capabilities_logged = True
-            return strategy_for("react")
+            return {"tool_calling": "react", "source": "agent",
+                    "detail": f"the LLM's service could not say ({e.message})"}
         name = capabilities.get("tool_calling")
-        return strategy_for(name if name in ("native", "json", "react") else "react")
+        if name not in ("native", "json", "react"):
+            name = "react"
+        return {"tool_calling": name, "source": str(capabilities.get("source") or "detected"),
+                "detail": str(capabilities.get("detail") or ""),
+                "llm": str(capabilities.get("llm") or "")}
 
     async def _dialog(self, request: AgentRequest, emit: Emit,
                       toolset: Callable[[], ToolSet], workspace: str | None,

@@ -79,6 +79,7 @@ class AgentService(Service):
         self.tool_status = AgentToolsService(bus, toolset=self.toolset_of, id=id,
                                              load=self._watcher.ensure,
                                              reload=self._watcher.reload, workspace=workspace,
+                                             tool_calling=self.loop.tool_calling,
                                              **(tools_queues or {}))
         #: answers which tool services there are and which of their instances are live
         #: (`toolmesh services`)

@@ -1,8 +1,12 @@
 """The agent's ``agent-tools`` service: which tools it offers, and why it offers no others.
 
 Request ``{"workspace"?: str, "version"?: int}`` on ``request:tg:agent-tools:{flow}`` → one response
-``{"workspace", "version", "tools": [{"key", "name", "type", "status", "reason"?}]}``, the
-tool items of that workspace (default: the agent's) by key; ``status`` is ``available`` or ``not-offered`` (then ``reason`` says why).
+``{"workspace", "version", "tools": [{"key", "name", "type", "status", "reason"?}],
+"tool_calling": {"tool_calling", "source", "detail", "llm"?}}``, the tool items of that
+workspace (default: the agent's) by key; ``status`` is ``available`` or ``not-offered`` (then
+``reason`` says why); ``tool_calling``: how the workspace's dialogs ask the LLM for tool calls
+(:meth:`toolmesh.agent.loop.AgentLoop.tool_calling`; ``null`` if it could not be learnt within
+the refresh budget).
 The gateway serves it as ``POST /api/v1/flow/{flow}/service/agent-tools``; `toolmesh tools`
 and ``tg-show-tools`` print it.
 
@@ -49,7 +53,9 @@ class AgentToolsService(Service):
                  reload: Callable[[str], Awaitable[None]], workspace: str,
                  request_queue: str = AGENT_TOOLS_REQUEST_QUEUE,
                  response_queue: str = AGENT_TOOLS_RESPONSE_QUEUE, id: str = "agent",
-                 refresh_budget: float = REFRESH_BUDGET) -> None:
+                 refresh_budget: float = REFRESH_BUDGET,
+                 tool_calling: Callable[[ToolSet], Awaitable[dict[str, Any]]] | None = None
+                 ) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-tools-request", concurrency=16)
         self._toolset = toolset
@@ -57,6 +63,7 @@ class AgentToolsService(Service):
         self._reload = reload
         self.workspace = workspace
         self.refresh_budget = refresh_budget
+        self._tool_calling = tool_calling
         self._background: set[asyncio.Task[None]] = set()
 
     async def stop(self) -> None:
@@ -69,9 +76,23 @@ class AgentToolsService(Service):
         await read_your_writes(request, workspace, toolset=self._toolset, load=self._load,
                                reload=self._reload)
         toolset = self._toolset(workspace)
+        calling = asyncio.ensure_future(self._calling(toolset))
         await self._refresh(toolset)
         await reply({"workspace": workspace, "version": toolset.version,
-                     "tools": [status.to_wire() for status in toolset.statuses()]})
+                     "tools": [status.to_wire() for status in toolset.statuses()],
+                     "tool_calling": await calling})
+
+    async def _calling(self, toolset: ToolSet) -> dict[str, Any] | None:
+        """How the workspace's dialogs call tools; ``None`` when not learnt in time (the
+        first detection probes the LLM, which a slow one may take long over)."""
+        if self._tool_calling is None:
+            return None
+        try:
+            async with asyncio.timeout(self.refresh_budget * 3):
+                return await self._tool_calling(toolset)
+        except (TimeoutError, RequestError) as e:
+            log.info("how the agent calls tools is not known yet: %r", e)
+            return None
 
     async def _refresh(self, toolset: ToolSet) -> None:
         tasks = [asyncio.ensure_future(tool.prepare()) for tool in toolset.tools.values()]

@@ -53,6 +53,13 @@ def source(tool: dict[str, Any]) -> Cell:
     return Cell("announced" if tool.get("source") == "announced" else "configured", "dim")
 
 
+def calling_line(calling: dict[str, Any]) -> str:
+    """How the agent calls tools, in one line: ``tool calling: json (detected; ...)``."""
+    why = "; ".join(str(p) for p in (calling.get("source"), calling.get("detail")) if p)
+    llm = f" — {calling['llm']}" if calling.get("llm") else ""
+    return f"tool calling: {calling.get('tool_calling')} ({why}){llm}"
+
+
 def run(args: argparse.Namespace) -> int:
     answer = statuses(args, args.flow, version=config_version(args, "tool"))
     tools = answer.get("tools")
@@ -61,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(answer)
         return 0
+    calling = answer.get("tool_calling")
+    if isinstance(calling, dict):
+        print(calling_line(calling))
     if not tools:
         print("no tools (add one with `tg-set-tool` or `toolmesh config put tool/KEY`, or run "
               "a tool service that announces itself: `toolmesh run MODULE:CLASS`)",

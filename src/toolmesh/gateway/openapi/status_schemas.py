@@ -30,7 +30,22 @@ def agent_tools_schemas() -> dict[str, Schema]:
                 "version": {"type": "integer", "description": "the config version the tools "
                                                               "were built from"},
                 "tools": {"type": "array", "items": ref("ToolStatus")},
+                "tool_calling": {
+                    "description": "how the agent asks the LLM for tool calls in this "
+                                   "workspace (docs/tool-calling.md); null while not known",
+                    "anyOf": [{"type": "null"}, ref("ToolCalling")]},
                 "error": ref("ServiceError")}},
+        "ToolCalling": {
+            "type": "object", "required": ["tool_calling", "source"],
+            "properties": {
+                "tool_calling": {"enum": ["native", "json", "react"]},
+                "source": {"enum": ["workspace", "agent", "configured", "detected", "provider"],
+                           "description": "who chose it: the workspace's settings item, the "
+                                          "agent's --tool-calling, the text-completion "
+                                          "service's --tool-calling, detection by trying, or "
+                                          "the LLM provider itself"},
+                "detail": text("why, in words (what each strategy's probe found)"),
+                "llm": text("the LLM it was found for")}},
         "ToolStatus": {
             "type": "object", "required": ["key", "status"],
             "properties": {

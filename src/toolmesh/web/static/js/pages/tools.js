@@ -59,6 +59,7 @@ export async function render(ctx) {
       h("button", { type: "button", onclick: () => go(location.hash.replace(/^#\/?/, "") || "tools") },
         "Refresh")),
     editing ? null : note,
+    calling(statuses.calling),
     list(items, statuses, route),
     editor);
   if (editor) requestAnimationFrame(() => editor.scrollIntoView?.({ block: "nearest" }));
@@ -86,7 +87,8 @@ async function loadStatuses(api, session, version) {
     const body = version === null ? {} : { version };
     const answer = await api.call("agent-tools", body, { flow: api.flow });
     const list = Array.isArray(answer.tools) ? answer.tools : [];
-    return { byKey: new Map(list.map((t) => [t.key, t])), list, error: null };
+    return { byKey: new Map(list.map((t) => [t.key, t])), list, error: null,
+      calling: answer.tool_calling || null };
   } catch (e) {
     return { byKey: new Map(), list: [], error: `the agent did not answer (${e.message})` };
   }
@@ -130,6 +132,14 @@ async function loadChoices(api, session) {
 }
 
 // -- the list ------------------------------------------------------------------------------
+
+/** How the agent asks the LLM for tool calls here (docs/tool-calling.md), in one line. */
+function calling(c) {
+  if (!c) return null;
+  return h("p", { class: "muted", "data-tool-calling": c.tool_calling },
+    "Tool calling: ", h("strong", {}, c.tool_calling), ` (${c.source}`,
+    c.detail ? `: ${c.detail}` : "", ")", c.llm ? ` — ${c.llm}` : "");
+}
 
 function list(items, statuses, current) {
   const configured = new Set(items.map((i) => i.key));
