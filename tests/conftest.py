@@ -31,7 +31,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     on one worker; the others spread over the rest. Without xdist the mark does nothing."""
     for item in items:
         folder = item.path.relative_to(Path(__file__).parent).parts[0]
-        if folder in SHARED_FOLDERS or any(item.get_closest_marker(m) for m in SHARED_SERVERS):
+        if folder == "local_model":  # one model server at a time: they share the CPU
+            item.add_marker(pytest.mark.xdist_group("local-model"))
+        elif folder in SHARED_FOLDERS or any(item.get_closest_marker(m) for m in SHARED_SERVERS):
             item.add_marker(pytest.mark.xdist_group("shared-servers"))
 
 

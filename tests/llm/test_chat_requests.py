@@ -156,3 +156,18 @@ async def test_a_server_down_is_an_llm_error_not_a_refusal() -> None:
         with pytest.raises(LLMError) as e:
             await reply(llm, ChatRequest(messages=(ChatMessage(role="user", content="q"),)))
     assert not isinstance(e.value, LLMRefused)
+
+
+async def test_llama_cpp_python_is_not_asked_to_stream_tool_calls() -> None:
+    """Its chatml-function-calling format closes the connection mid-stream when the model
+    calls a tool: a request with tools goes unstreamed, and still reads as a stream."""
+    async with OpenAITestServer(kind="llama-cpp-python") as server, \
+            OpenAICompatible(base_url=server.base_url, model="m") as llm:
+        server.add(Answer(tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]),
+                   "plain text")
+        _, done = await reply(llm, ChatRequest(messages=AFTER_A_CALL[:2], tools=(WEATHER,),
+                                               stream=True))
+        chunks, _ = await reply(llm, ChatRequest(messages=AFTER_A_CALL[:2], stream=True))
+    assert done.tool_calls[0].name == "get_weather"
+    assert server.requests[-2].body["stream"] is False  # with tools
+    assert server.requests[-1].body["stream"] is True and chunks == ["plain ", "text"]

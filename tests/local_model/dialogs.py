@@ -24,11 +24,11 @@ from typing import Any
 
 import aiohttp
 
-#: joke requests the tests ask (the held-out check asks others)
-JOKES = ("Tell me a joke about cats", "Can you tell me a programming joke?",
-         "I'd love to hear a funny joke about dentists", "Any jokes about computers?",
-         "Please tell me a short joke about the ocean", "Tell me a silly joke about frogs",
-         "Do you know any jokes about penguins?", "Hit me with your best joke about pizza")
+#: joke requests the tests ask (the held-out check asks others), written before any was tried
+JOKES = ("Tell me a joke about elephants", "Can I hear a joke about doctors?",
+         "I want a joke about the beach", "Say a funny joke about robots",
+         "Please, a joke about trains", "Tell me something funny about accountants",
+         "Got a joke about chickens?", "Make me laugh: a joke about snow")
 #: questions no tool is needed for
 PLAIN = ("What is the capital of France?", "How many legs does a spider have?",
          "Who wrote Romeo and Juliet?")

@@ -25,8 +25,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import venv
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,45 @@ def model_file(root: Path = CACHE) -> Path:
         raise LocalModelMissing(f"no GGUF file in {root}: reinstall with "
                                 "`python -m tests.local_model.server --install`")
     return found[0]
+
+
+@contextlib.contextmanager
+def running(*, chat_format: str | None = None, root: Path | None = None) -> Iterator[str]:
+    """The server started in a child process (installed first if need be), for a fixture
+    that outlives an event loop; yields its API root (ending in ``/v1``)."""
+    root = install(root or CACHE)
+    port = _free_port()
+    command = [str(python(root)), "-m", "llama_cpp.server", "--model", str(model_file(root)),
+               "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
+               "--n_batch", "1", "--n_ubatch", "1"]
+    if chat_format:
+        command += ["--chat_format", chat_format]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        assert process.stderr is not None
+        lines: list[str] = []
+        for line in process.stderr:
+            lines.append(line)
+            if READY.search(line):
+                break
+        else:
+            raise LocalModelMissing("the llama-cpp-python server ended at start:\n"
+                                    + "".join(lines[-20:]))
+        drain = threading.Thread(target=lambda: [None for _ in process.stderr], daemon=True)
+        drain.start()
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 @dataclass

@@ -150,6 +150,8 @@ class OpenAICompatible:
         quirks = quirks_of(await self.server_kind())
         if escaping is None:
             escaping = await self.escaping(quirks)
+        if request.stream and request.tools and not quirks.streams_tool_calls:
+            request = replace(request, stream=False)
         body = openai_wire.payload(request, model=self.model, quirks=quirks,
                                    default_temperature=self.temperature,
                                    default_max_tokens=self.max_tokens, escaping=escaping)

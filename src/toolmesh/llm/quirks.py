@@ -13,7 +13,9 @@ Each entry was seen on the server itself or in its documentation and bug reports
   pydantic-ai on it); takes a schema only as ``{"type": "json_object", "schema": ...}`` (the
   ``json_schema`` form is an HTTP 500); its ``chatml-function-calling`` format renders no
   ``tool`` messages, so a model there never sees a tool's result unless it comes as a user
-  message; ``tool_choice: "required"`` is an HTTP 500.
+  message; ``tool_choice: "required"`` is an HTTP 500; asked to stream a reply that calls a
+  tool there, it closes the connection without a word, so requests with tools are not
+  streamed.
 * **Ollama** (``owned_by: "library"``): ignores ``tool_choice``; a model without tool support
   answers HTTP 400 to ``tools``; ``content`` must be a string, never a list of parts.
 * **vLLM** (``owned_by: "vllm"``): ``tool_choice: "auto"`` needs the server started with
@@ -58,6 +60,9 @@ class Quirks:
     tool_choice_required: bool = True
     #: the server may HTML-escape what the model reads: find out with :func:`escapes`
     may_escape: bool = False
+    #: a request with tools may be streamed (else it is asked whole, and the text is passed
+    #: on in one piece)
+    streams_tool_calls: bool = True
 
     def response_format(self, schema: Mapping[str, Any], *, name: str = "reply") -> dict[str, Any]:
         """The ``response_format`` field that asks this server for JSON matching ``schema``."""
@@ -74,7 +79,7 @@ TABLE: Mapping[str, Quirks] = {
         OPENAI,
         Quirks(kind="llama-cpp-python", empty_content_with_tool_calls=True,
                schema_form="json_object", tool_results_as_user=True,
-               tool_choice_required=False, may_escape=True),
+               tool_choice_required=False, may_escape=True, streams_tool_calls=False),
         Quirks(kind="ollama", tool_choice_required=False),
         Quirks(kind="vllm"),
         Quirks(kind="llama.cpp"),

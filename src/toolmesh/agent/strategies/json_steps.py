@@ -150,6 +150,8 @@ def decide(text: str, *, step: int, cut: bool, follow: JsonStepStream,
     if chosen is not None:
         return Answer(thought=thought, answer=chosen.observation)
     if isinstance(value.get("final_answer"), str):
+        if not value["final_answer"].strip():
+            return Unusable(thought=thought, raw=text, problem="your final_answer was empty")
         return Answer(thought=thought, answer=value["final_answer"])
     action = value.get("action")
     if isinstance(action, str) and action:

@@ -24,6 +24,7 @@ from toolmesh.agent.strategies.base import (
     Calls,
     Decision,
     StepContext,
+    Unusable,
 )
 from toolmesh.agent.strategies.schemas import arguments_schema
 from toolmesh.llm.chat import ChatMessage, ChatRequest, ToolCall, ToolSpec
@@ -57,6 +58,10 @@ class NativeCalls:
         done = reply.completion
         text = done.text if done else ""
         if done is None or not done.tool_calls or context.wrap:
+            if not text.strip():
+                # llama-cpp-python's chatml-function-calling does this under "auto"
+                return Unusable(thought="", problem="your answer was empty: call a tool, or "
+                                                    "write the answer")
             return Answer(thought="", answer=text)
         return Calls(thought=text, calls=tuple(_call(c) for c in done.tool_calls))
 

@@ -1,0 +1,71 @@
+"""The agent with a real model: SmolLM2-135M-Instruct on llama-cpp-python's server, in its
+default chat format (which ignores ``tools``) and in ``chatml-function-calling``.
+
+``toolmesh serve --llm URL --model smollm2`` with no other flag must find the strategy that
+works (``json`` on both), and get working dialogs out of a model this small: joke requests
+call ``tell-joke`` with a topic and end with an answer that passes the joke on, plain
+questions end with an answer, no reply fails to parse, no dialog takes a minute (issue 31).
+Each strategy forced shows what it does with this model and server. Only a real model shows
+these; the exact cases run against the scripted model and the OpenAI test server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_agent_cli import run_toolmesh
+from tests.local_model.dialogs import DIALOG_SECONDS, JOKES, PLAIN, Dialog, ask
+from tests.local_model.server import running
+from tests.servers import toolmesh_serve
+
+FORMATS = {"default": None, "chatml-function-calling": "chatml-function-calling"}
+
+
+@pytest.fixture(scope="module", params=list(FORMATS))
+def model(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A llama-cpp-python server in one chat format, for the module's tests; its API root."""
+    with running(chat_format=FORMATS[request.param]) as url:
+        yield url
+
+
+def report(dialogs: list[tuple[Dialog, str | None]]) -> str:
+    return "\n".join(("ok   " if t is None else f"FAIL {t}\n     ") + d.summary()
+                     for d, t in dialogs)
+
+
+async def test_with_no_other_flag_joke_requests_and_questions_end_well(
+        model: str, tmp_path: Path) -> None:
+    async with toolmesh_serve(tmp_path, "--llm", model, "--model", "smollm2") as served:
+        jokes = [(d := await ask(served.url, q), d.trouble(joke=True)) for q in JOKES]
+        plain = [(d := await ask(served.url, q), d.trouble(joke=False)) for q in PLAIN]
+        code, listing, _ = await run_toolmesh("tools", "-u", served.url)
+    everything = report(jokes + plain)
+    # the issue's bar: 7 of 8 joke requests, 3 of 3 questions
+    assert sum(t is None for _, t in jokes) >= 7, everything
+    assert all(t is None for _, t in plain), everything
+    # never a reply that could not be used, never a dialog over a minute
+    assert not any(d.unparsed for d, _ in jokes + plain), everything
+    assert max(d.seconds for d, _ in jokes + plain) < DIALOG_SECONDS, everything
+    # it found json works here, and says so
+    assert code == 0 and "tool calling: json (detected; native:" in listing, listing
+    assert "json: works" in listing
+
+
+@pytest.mark.parametrize("strategy", ["native", "json", "react"])
+async def test_each_strategy_forced_ends_its_dialogs_within_bounds(
+        model: str, tmp_path: Path, strategy: str) -> None:
+    async with toolmesh_serve(tmp_path, "--llm", model, "--model", "smollm2",
+                              "--tool-calling", strategy, "--max-iterations", "3") as served:
+        dialogs = [await ask(served.url, JOKES[0])]
+    everything = report([(d, None) for d in dialogs])
+    for dialog in dialogs:
+        last = dialog.messages[-1]
+        # an answer, or the step limit's error — never a hang, a crash or an unbounded step
+        assert last.get("message_type") == "answer" or (
+            last.get("error") or {}).get("type") == "max-iterations", (last, everything)
+        assert dialog.seconds < DIALOG_SECONDS, everything
+    if strategy == "json":  # a grammar holds every reply: none fails to parse
+        assert not any(d.unparsed for d in dialogs), everything
