@@ -265,16 +265,17 @@ class PulsarLite:
             self._pump.join(10)  # it closes the pipe once the broker has gone
 
 
-async def start_serve(data: Path, *, profile: Path | None = None,
+async def start_serve(data: Path, *extra: str, profile: Path | None = None,
                       ) -> tuple[asyncio.subprocess.Process, str]:
-    """``toolmesh serve`` on a free port, its config store in ``data``; the process and the
-    gateway's URL once it listens. ``profile``: run it under cProfile, writing the stats there
-    when it exits on SIGINT. Its log is read for its whole life, so a full pipe never stalls it.
+    """``toolmesh serve`` on a free port, its config store in ``data``, with the options
+    ``extra``; the process and the gateway's URL once it listens. ``profile``: run it under
+    cProfile, writing the stats there when it exits on SIGINT. Its log is read for its whole
+    life, so a full pipe never stalls it.
     """
     prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
     proc = await asyncio.create_subprocess_exec(
         sys.executable, *prefix, "-m", "toolmesh.cli.main", "serve", "--port", "0",
-        "--config-store", str(data / "config.db"), stderr=asyncio.subprocess.PIPE)
+        "--config-store", str(data / "config.db"), *extra, stderr=asyncio.subprocess.PIPE)
     assert proc.stderr is not None
     while True:
         line = (await proc.stderr.readline()).decode()
