@@ -8,6 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolmesh.agent.arguments import arguments_from_config
 from toolmesh.agent.strategies.base import Answer, CallRequest, Calls, Unusable
 from toolmesh.agent.strategies.json_steps import decide
 from toolmesh.agent.strategies.json_stream import JsonStepStream, parse_step
@@ -15,7 +16,6 @@ from toolmesh.agent.strategies.schemas import arguments_schema, relaxed, step_sc
 from toolmesh.agent.tools import Tool, ToolInfo
 from toolmesh.agent.tools.base import Call
 from toolmesh.agent.transcript import CallRecord, Transcript, Turn
-from toolmesh.agent.arguments import arguments_from_config
 
 
 class Echo(Tool):

@@ -43,7 +43,8 @@ async def server(request: pytest.FixtureRequest) -> AsyncIterator[OpenAITestServ
 @pytest.mark.parametrize("stream", [False, True])
 async def test_tool_calls_come_back_whole_and_streamed(server: OpenAITestServer,
                                                        stream: bool) -> None:
-    server.add(Answer(tool_calls=[{"id": "a", "name": "get_weather", "arguments": {"city": "Paris"}},
+    server.add(Answer(tool_calls=[{"id": "a", "name": "get_weather",
+                                   "arguments": {"city": "Paris"}},
                                   {"id": "b", "name": "get_weather",
                                    "arguments": {"city": "Rome, Italy"}}]))
     async with OpenAICompatible(base_url=server.base_url, model="m") as llm:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from tests.conftest import Backend
-from tests.llm.test_text_completion_service import TIMEOUT, started, stop_later  # noqa: F401
+from tests.llm.test_text_completion_service import TIMEOUT, started
 from toolmesh import RequestError
 from toolmesh.llm import Completion, ScriptedLLM
-from toolmesh.llm.chat import ChatMessage, ChatRequest, ToolCall, ToolSpec, request_to_wire
+from toolmesh.llm.chat import (
+    ChatMessage,
+    ChatRequest,
+    ToolCall,
+    ToolSpec,
+    request_to_wire,
+)
 from toolmesh.llm.coalesce import OFF
-
-import pytest
 
 CALL = Completion(text="", tool_calls=(ToolCall(id="c1", name="tell-joke",
                                                 arguments='{"topic": "cats"}'),))
@@ -19,6 +26,14 @@ REQUEST = ChatRequest(messages=(ChatMessage(role="system", content="Be funny."),
                                 ChatMessage(role="user", content="A joke about cats")),
                       tools=(ToolSpec(name="tell-joke", description="Tells jokes"),),
                       tool_choice="auto", max_tokens=50, temperature=0.0)
+
+
+@pytest.fixture
+async def stop_later() -> AsyncIterator[list[Any]]:
+    parts: list[Any] = []
+    yield parts
+    for part in reversed(parts):
+        await part.stop()
 
 
 async def test_a_chat_request_is_answered_with_its_tool_calls(

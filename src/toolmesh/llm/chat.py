@@ -191,7 +191,7 @@ def tool_calls_from_wire(raw: Any) -> tuple[ToolCall, ...]:
     """The tool calls of a response (``null`` or absent: none); odd entries are skipped."""
     if not isinstance(raw, list):
         return ()
-    calls = []
+    calls: list[ToolCall] = []
     for entry in raw:
         if isinstance(entry, dict) and isinstance(entry.get("name"), str):
             arguments = entry.get("arguments")

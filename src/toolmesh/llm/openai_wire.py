@@ -82,7 +82,8 @@ def completion(body: dict[str, Any], *, model: str) -> Completion:
         call = _call(raw, i)
         if call is not None:
             calls.append(call)
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    raw_usage = body.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     finish = choices[0].get("finish_reason")
     return Completion(text=text if isinstance(text, str) else "",
                       in_tokens=_count(usage, "prompt_tokens"),

@@ -263,9 +263,10 @@ class TextCompletionService(Service):
         chunks = self._ask(request, chat=chat)
         if chunks is None:
             system = request.messages[0].content if len(request.messages) > 1 else ""
-            done = await self.provider.complete(system=system, prompt=request.messages[-1].content)
-            await reply(last_response(done, text=done.text))
-            return done
+            whole = await self.provider.complete(system=system,
+                                                 prompt=request.messages[-1].content)
+            await reply(last_response(whole, text=whole.text))
+            return whole
         if not request.stream:  # one response: the whole text and the calls
             try:
                 pieces = [chunk async for chunk in chunks]

@@ -35,9 +35,15 @@ from toolmesh.agent.strategies.base import (
     Unusable,
 )
 from toolmesh.agent.strategies.json_stream import JsonStepStream, parse_step
-from toolmesh.agent.strategies.schemas import ANSWER_FROM, answer_alone, relaxed, step_schema
+from toolmesh.agent.strategies.schemas import (
+    ANSWER_FROM,
+    answer_alone,
+    relaxed,
+    step_schema,
+)
 from toolmesh.agent.transcript import CallRecord, Turn
 from toolmesh.errors import RequestError
+from toolmesh.llm.base import ToolCalling
 from toolmesh.llm.chat import ChatMessage, ChatRequest
 
 #: the error type a text-completion service gives a request the LLM's server refused
@@ -47,7 +53,7 @@ REFUSED = "llm-refused"
 class JsonSteps:
     """The ``json`` strategy (module docstring)."""
 
-    name = "json"
+    name: ToolCalling = "json"
 
     async def step(self, context: StepContext) -> Decision:
         if context.wrap is not None:
@@ -145,7 +151,8 @@ def decide(text: str, *, step: int, cut: bool, follow: JsonStepStream,
         problem = ("your reply was cut off (it reached the step's token limit); keep the "
                    "thought short" if cut else "your reply was not one JSON object")
         return Unusable(thought="", problem=problem, raw=text)
-    thought = value.get("thought") if isinstance(value.get("thought"), str) else ""
+    raw_thought = value.get("thought")
+    thought = raw_thought if isinstance(raw_thought, str) else ""
     chosen = (results or {}).get(value.get(ANSWER_FROM))  # type: ignore[arg-type]
     if chosen is not None:
         return Answer(thought=thought, answer=chosen.observation)

@@ -36,7 +36,7 @@ class JsonStepStream:
         self.open: str | None = None
 
     def feed(self, chunk: str) -> tuple[str, str]:
-        out = {"thought": [], "final_answer": []}
+        out: dict[str, list[str]] = {"thought": [], "final_answer": []}
         for c in chunk:
             if self._in_string:
                 self._string_char(c, out)

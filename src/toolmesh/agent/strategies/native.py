@@ -27,13 +27,14 @@ from toolmesh.agent.strategies.base import (
     Unusable,
 )
 from toolmesh.agent.strategies.schemas import arguments_schema
+from toolmesh.llm.base import ToolCalling
 from toolmesh.llm.chat import ChatMessage, ChatRequest, ToolCall, ToolSpec
 
 
 class NativeCalls:
     """The ``native`` strategy (module docstring)."""
 
-    name = "native"
+    name: ToolCalling = "native"
 
     async def step(self, context: StepContext) -> Decision:
         narrator = context.narrator

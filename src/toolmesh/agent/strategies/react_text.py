@@ -26,6 +26,7 @@ from toolmesh.agent.strategies.base import (
     limits,
 )
 from toolmesh.agent.streaming import StreamingParser
+from toolmesh.llm.base import ToolCalling
 
 #: where a reply that goes on past its action is cut
 STOP = ("\nObservation:",)
@@ -37,7 +38,7 @@ PROTOCOL_HINT = ("Reply with 'Thought:' and then either 'Action:' with the tool 
 class ReactText:
     """The ``react`` strategy (module docstring)."""
 
-    name = "react"
+    name: ToolCalling = "react"
 
     async def step(self, context: StepContext) -> Decision:
         tools = [] if context.wrap else [t.describe() for t in context.tools.values()]
