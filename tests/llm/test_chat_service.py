@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,14 +25,6 @@ REQUEST = ChatRequest(messages=(ChatMessage(role="system", content="Be funny."),
                                 ChatMessage(role="user", content="A joke about cats")),
                       tools=(ToolSpec(name="tell-joke", description="Tells jokes"),),
                       tool_choice="auto", max_tokens=50, temperature=0.0)
-
-
-@pytest.fixture
-async def stop_later() -> AsyncIterator[list[Any]]:
-    parts: list[Any] = []
-    yield parts
-    for part in reversed(parts):
-        await part.stop()
 
 
 async def test_a_chat_request_is_answered_with_its_tool_calls(

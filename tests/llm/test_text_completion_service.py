@@ -74,14 +74,6 @@ async def serve(backend: Backend, llm: LLMProvider, coalescing: Coalescing = Coa
     return service, client, raw
 
 
-@pytest.fixture
-async def stop_later() -> AsyncIterator[list[Any]]:
-    parts: list[Any] = []
-    yield parts
-    for part in reversed(parts):
-        await part.stop()
-
-
 async def started(backend: Backend, llm: LLMProvider, stop_later: list[Any],
                   coalescing: Coalescing = Coalescing()
                   ) -> tuple[TextCompletionClient, RequestClient]:

@@ -15,7 +15,6 @@ grammar-driven tool calling.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import fcntl
 import os
@@ -27,8 +26,7 @@ import subprocess
 import sys
 import threading
 import venv
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 LLAMA_CPP = "llama-cpp-python[server]==0.3.36"
@@ -133,65 +131,6 @@ def running(*, chat_format: str | None = None, root: Path | None = None) -> Iter
             process.stderr.close()
 
 
-@dataclass
-class LocalModel:
-    """A running server: its API root (ending in ``/v1``) and the model name to ask for."""
-
-    base_url: str
-    model: str
-    chat_format: str | None
-    process: asyncio.subprocess.Process
-
-
-@contextlib.asynccontextmanager
-async def local_model(*, chat_format: str | None = None,
-                      root: Path | None = None) -> AsyncIterator[LocalModel]:
-    """Start the server (installing it first if need be) and stop it at the end."""
-    root = await asyncio.to_thread(install, root or CACHE)
-    port = _free_port()
-    command = [str(python(root)), "-m", "llama_cpp.server", "--model", str(model_file(root)),
-               "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
-               "--n_batch", "1", "--n_ubatch", "1"]
-    if chat_format:
-        command += ["--chat_format", chat_format]
-    process = await asyncio.create_subprocess_exec(
-        *command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        assert process.stderr is not None
-        lines: list[str] = []
-        async with asyncio.timeout(120):
-            while True:
-                line = (await process.stderr.readline()).decode(errors="replace")
-                if not line:
-                    raise LocalModelMissing("the llama-cpp-python server ended at start:\n"
-                                            + "".join(lines[-20:]))
-                lines.append(line)
-                if READY.search(line):
-                    break
-        drain = asyncio.create_task(_drain(process.stderr))
-        try:
-            yield LocalModel(base_url=f"http://127.0.0.1:{port}/v1", model=MODEL_ALIAS,
-                             chat_format=chat_format, process=process)
-        finally:
-            drain.cancel()
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                async with asyncio.timeout(10):
-                    await process.wait()
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                await process.wait()
-
-
-async def _drain(stream: asyncio.StreamReader) -> None:
-    while await stream.readline():
-        pass
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -207,13 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.install:
         print(install())
     if args.serve:
-        async def serve() -> None:
-            async with local_model(chat_format=args.chat_format) as model:
-                print(f"{model.base_url} (model {model.model})", flush=True)
-                await asyncio.Event().wait()
-
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve())
+        with running(chat_format=args.chat_format) as url, \
+                contextlib.suppress(KeyboardInterrupt):
+            print(f"{url} (model {MODEL_ALIAS})", flush=True)
+            threading.Event().wait()
     sys.exit(0)
 
 

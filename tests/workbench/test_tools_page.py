@@ -42,6 +42,9 @@ def row_of(page: Page, key: str) -> Locator:
 async def test_a_prompt_tool_with_two_arguments_is_created_and_offered(
         page: Page, workbench: Workbench) -> None:
     await open_tools(page, workbench)
+    # how the agent calls tools, and why (the workbench's serve is told: react)
+    await expect(page.locator("[data-tool-calling]")).to_have_text(
+        "Tool calling: react (agent: set on the agent (--tool-calling react))", timeout=5000)
     await page.get_by_role("button", name="New tool").click()
     await page.get_by_label("Key").fill("unit-facts")
     await page.get_by_label("Type", exact=True).select_option("prompt")

@@ -13,8 +13,9 @@ message per word would cost a publish and a delivery per word.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from toolmesh.llm.coalesce import Coalescer, Coalescing
@@ -54,6 +55,21 @@ class Narrator:
         if self._loop.time() >= self._give_way_at:
             await asyncio.sleep(0)
             self._give_way_at = self._loop.time() + STREAM_SLICE
+
+    async def follow(self, chunks: AsyncIterator[str],
+                     split: Callable[[str], tuple[str, str]]) -> None:
+        """Tell a reply as it streams: ``split`` says which text of each chunk is thought and
+        which is answer. If the stream fails, what came before the failure still goes out."""
+        try:
+            async for chunk in chunks:
+                await self.give_way()
+                thought, answer = split(chunk)
+                await self.thought(thought)
+                await self.answer(answer)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await self.abandon()
+            raise
 
     async def thought(self, text: str) -> None:
         """More of the thought (streamed when streaming)."""

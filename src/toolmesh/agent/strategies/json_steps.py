@@ -20,7 +20,6 @@ again). The thought and the final answer stream to the client as they are writte
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -83,16 +82,7 @@ class JsonSteps:
         reply = context.llm.chat(request, id=context.template(self.name), variables=variables,
                                  timeout=context.timeout, workspace=context.workspace)
         follow = JsonStepStream()
-        try:
-            async for chunk in reply:
-                await narrator.give_way()
-                thought, answer = follow.feed(chunk)
-                await narrator.thought(thought)
-                await narrator.answer(answer)
-        except Exception:
-            with contextlib.suppress(Exception):
-                await narrator.abandon()
-            raise
+        await narrator.follow(reply, follow.feed)
         done = reply.completion
         text = done.text if done else ""
         return decide(text, step=len(context.transcript.turns),

@@ -13,7 +13,6 @@ quirk table's business (:mod:`toolmesh.llm.quirks`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 from toolmesh.agent.strategies.base import (
@@ -48,14 +47,7 @@ class NativeCalls:
         variables = {"tools": [t.describe() for t in context.tools.values()], "context": ""}
         reply = context.llm.chat(request, id=context.template(self.name), variables=variables,
                                  timeout=context.timeout, workspace=context.workspace)
-        try:
-            async for chunk in reply:
-                await narrator.give_way()
-                await narrator.answer(chunk)
-        except Exception:
-            with contextlib.suppress(Exception):
-                await narrator.abandon()
-            raise
+        await narrator.follow(reply, lambda chunk: ("", chunk))  # text is the answer
         done = reply.completion
         text = done.text if done else ""
         if done is None or not done.tool_calls or context.wrap:

@@ -10,7 +10,6 @@ there). A step that may only answer is shown no tools.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from toolmesh.agent.parser import Action, FinalAnswer, Reply, parse_reply
@@ -55,16 +54,7 @@ class ReactText:
                                                                        **options))
             return _decision(reply, len(context.transcript.turns))
         parser = StreamingParser()
-        try:
-            async for chunk in context.llm.stream(template, variables, **options):
-                await narrator.give_way()
-                thought, answer = parser.feed(chunk)
-                await narrator.thought(thought)
-                await narrator.answer(answer)
-        except Exception:
-            with contextlib.suppress(Exception):
-                await narrator.abandon()
-            raise
+        await narrator.follow(context.llm.stream(template, variables, **options), parser.feed)
         *_, reply = parser.finish()
         return _decision(reply, len(context.transcript.turns))
 
