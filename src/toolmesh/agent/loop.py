@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from toolmesh.agent.calls import Emit, ToolRunner
 from toolmesh.agent.narrator import Narrator
 from toolmesh.agent.observation import DEFAULT_MAX_OBSERVATION, cut
 from toolmesh.agent.strategies import (
+    LLM,
     WRAP_NOTES,
     Answer,
     CallRequest,
@@ -51,8 +52,6 @@ from toolmesh.agent.tools import Tool
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.agent.transcript import CallRecord, Transcript, Turn
 from toolmesh.errors import RequestError
-from toolmesh.llm.base import CompletionStream
-from toolmesh.llm.chat import ChatRequest
 from toolmesh.llm.coalesce import Coalescing
 from toolmesh.llm.usage import Usage, metering
 from toolmesh.schema.agent import AgentRequest, message, new_message_id
@@ -60,7 +59,7 @@ from toolmesh.telemetry import metrics, tracing
 
 log = logging.getLogger("toolmesh.agent")
 
-#: the error each way of running out ends a dialog with: (type, message)
+#: the error each way of running out ends a dialog with: (type, content, message)
 _LIMIT_ERRORS = {
     "limit": ("max-iterations", "no final answer after {limit} steps",
               "the agent reached its limit of {limit} steps without a final answer"),
@@ -69,20 +68,9 @@ _LIMIT_ERRORS = {
 }
 
 
-class Prompts(Protocol):
-    """The prompt service's client, as the agent uses it."""
-
-    async def render_and_complete(self, id: str, variables: Mapping[str, Any], *,
-                                  timeout: float, workspace: str | None = None,
-                                  limits: Mapping[str, Any] | None = None) -> str: ...
-
-    def stream(self, id: str, variables: Mapping[str, Any], *, timeout: float,
-               workspace: str | None = None,
-               limits: Mapping[str, Any] | None = None) -> AsyncIterator[str]: ...
-
-    def chat(self, chat: ChatRequest, *, id: str | None = None,
-             variables: Mapping[str, Any] | None = None, timeout: float | None = ...,
-             workspace: str | None = None) -> CompletionStream: ...
+class Prompts(LLM, Protocol):
+    """The prompt service's client, as the agent uses it: as the strategies do, and to ask
+    which strategy its LLM takes."""
 
     async def capabilities(self, *, timeout: float | None = ...) -> dict[str, Any]: ...
 

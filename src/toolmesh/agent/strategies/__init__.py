@@ -9,6 +9,7 @@ constrained by a schema, or TrustGraph's ``react`` text protocol (docs/tool-call
 """
 
 from toolmesh.agent.strategies.base import (
+    LLM,
     WRAP_NOTES,
     Answer,
     CallRequest,
@@ -32,5 +33,5 @@ def strategy_for(name: str) -> Strategy:
     return STRATEGIES[name]
 
 
-__all__ = ["STRATEGIES", "WRAP_NOTES", "Answer", "CallRequest", "Calls", "Decision",
+__all__ = ["LLM", "STRATEGIES", "WRAP_NOTES", "Answer", "CallRequest", "Calls", "Decision",
            "StepContext", "Strategy", "Unusable", "Wrap", "strategy_for"]
