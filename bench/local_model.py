@@ -239,13 +239,13 @@ async def versus_loop(llm_url: str, questions: tuple[str, ...], fmt: str) -> lis
         await toolmesh_dialog(url, "Tell me a joke about cats")  # detection, once
         await loop_dialog(llm, "Tell me a joke about cats")
         for i, question in enumerate(questions):
-            async def by_loop() -> None:
+            async def by_loop(question: str = question) -> None:
                 started = time.perf_counter()
                 _, tokens = await loop_dialog(llm, question)
                 loop_times.append(time.perf_counter() - started)
                 loop_tokens.append(tokens)
 
-            async def by_toolmesh() -> None:
+            async def by_toolmesh(question: str = question) -> None:
                 messages, seconds = await toolmesh_dialog(url, question, streaming=False)
                 tm_times.append(seconds)
                 tm_tokens.append(messages[-1].get("in_token") or 0)

@@ -195,15 +195,19 @@ def test_config_history_as_json_and_as_a_table(served: Served) -> None:
 
 def test_tools_as_json_and_as_a_table(served: Served) -> None:
     answer = json.loads(ok(served, "tools", "--json"))
-    assert set(answer) == {"workspace", "version", "tools"}
+    assert set(answer) == {"workspace", "version", "tools", "tool_calling"}
     assert answer["workspace"] == "default" and isinstance(answer["version"], int)
+    assert answer["tool_calling"]["tool_calling"] == "react"  # the offline demo model
     statuses = {t["key"]: (t["name"], t["type"], t["status"]) for t in answer["tools"]}
     assert statuses == {"ask": ("ask", "text-completion", "available"),
                         "tell-joke": ("tell-joke", "tool-service", "available"),
                         "w": ("get-weather", "mcp-tool", "not-offered")}
     (w,) = [t for t in answer["tools"] if t["key"] == "w"]
     assert "mcp/nothere" in w["reason"]
-    out = ok(served, "tools")
+    listed = toolmesh(served, "tools")
+    out = listed.stdout
+    # how the agent calls tools is a note on stderr, so the piped table is only the table
+    assert listed.stderr.startswith("tool calling: react (provider;"), listed.stderr
     header, rows = table_rows(out)
     assert header == ["KEY", "NAME", "TYPE", "SOURCE", "STATUS", "REASON"]
     assert [row[:5] for row in rows] == [

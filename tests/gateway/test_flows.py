@@ -103,6 +103,21 @@ async def test_a_flow_defined_in_config_is_served_at_once_and_refused_once_delet
         assert status == 404 and body["error"]["type"] == "unknown-flow"
 
 
+async def test_a_workspace_the_store_cannot_hold_is_a_refused_field_not_a_failed_service(
+        gateway: Gateway) -> None:
+    # found by schemathesis: a NUL in the body's workspace came back as a 502 config-error
+    async with aiohttp.ClientSession() as http:
+        for operation in ({"operation": "list-flows"},
+                          {"operation": "get-flow", "flow-id": "research"}):
+            status, body = await post(http, gateway.url + "api/v1/flow",
+                                      {**operation, "workspace": "a\x00b"})
+            assert status == 200 and body["error"]["type"] == "bad-request", body
+            assert "NUL" in body["error"]["message"]
+        # and the service goes on answering
+        status, flows = await post(http, gateway.url + "api/v1/flow", {"operation": "list-flows"})
+        assert (status, flows) == (200, {"flow-ids": ["default"]})
+
+
 async def test_a_flow_item_with_a_name_no_queue_can_carry_is_refused_on_put(
         gateway: Gateway) -> None:
     async with aiohttp.ClientSession() as http:

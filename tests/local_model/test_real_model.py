@@ -41,7 +41,7 @@ async def test_with_no_other_flag_joke_requests_and_questions_end_well(
     async with toolmesh_serve(tmp_path, "--llm", model, "--model", "smollm2") as served:
         jokes = [(d := await ask(served.url, q), d.trouble(joke=True)) for q in JOKES]
         plain = [(d := await ask(served.url, q), d.trouble(joke=False)) for q in PLAIN]
-        code, listing, _ = await run_toolmesh("tools", "-u", served.url)
+        code, _, listing = await run_toolmesh("tools", "-u", served.url)
     everything = report(jokes + plain)
     # the bar: 7 of 8 joke requests, 3 of 3 questions
     assert sum(t is None for _, t in jokes) >= 7, everything
@@ -49,7 +49,7 @@ async def test_with_no_other_flag_joke_requests_and_questions_end_well(
     # never a reply that could not be used, never a dialog over a minute
     assert not any(d.unparsed for d, _ in jokes + plain), everything
     assert max(d.seconds for d, _ in jokes + plain) < DIALOG_SECONDS, everything
-    # it found json works here, and says so
+    # it found json works here, and says so (on stderr, beside the table)
     assert code == 0 and "tool calling: json (detected; native:" in listing, listing
     assert "json: works" in listing
 

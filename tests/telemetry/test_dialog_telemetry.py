@@ -15,6 +15,7 @@ from toolmesh.llm import Rule, ScriptedLLM
 
 FINISH = Rule(r"\nObservation: (?P<obs>.*?)\n\nYour reply", "Thought: done\nFinal Answer: {obs}")
 JOKE = 'Thought: a joke is needed\nAction: tell-joke\nArgs: {"topic": "food"}'
+PUN = 'Thought: another one\nAction: tell-joke\nArgs: {"topic": "bread"}'
 DONE = "Thought: that will do\nFinal Answer: done"
 
 
@@ -25,7 +26,8 @@ def sample(name: str, **labels: str) -> float:
 
 async def test_the_last_message_carries_tokens_and_tool_calls(backend: Backend,
                                                                tmp_path: Path) -> None:
-    llm = ScriptedLLM([JOKE, JOKE, DONE])
+    # two different calls: an identical second call would not be run again (agent/calls.py)
+    llm = ScriptedLLM([JOKE, PUN, DONE])
     async with agent_stack(backend, tmp_path, llm) as s:
         await s.load_jokes()
         messages = await s.ask("Two jokes about food, one at a time")

@@ -221,8 +221,9 @@ JOKE_DIALOG = {
     (AGENT, "agent step 2"): 1,
     (AGENT, "tool tell-joke"): 1,
     (JOKE, "joke handle"): 1,
-    (PROMPT, "prompt:default handle"): 2,
-    (LLM, "text-completion:default handle"): 2,
+    # two steps, and the dialog's question of how to call tools (a cached answer: no LLM call)
+    (PROMPT, "prompt:default handle"): 3,
+    (LLM, "text-completion:default handle"): 3,
     (LLM, "llm completion"): 2,
 }
 

@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     calling = answer.get("tool_calling")
     if isinstance(calling, dict):
-        print(calling_line(calling))
+        # a note beside the table, not in it: piped stdout stays one table to cut and sort
+        print(calling_line(calling), file=sys.stderr)
     if not tools:
         print("no tools (add one with `tg-set-tool` or `toolmesh config put tool/KEY`, or run "
               "a tool service that announces itself: `toolmesh run MODULE:CLASS`)",

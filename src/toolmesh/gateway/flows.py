@@ -27,7 +27,7 @@ from typing import Any
 from toolmesh.bus.base import Bus, Message, Subscription
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import CONFIG_PUSH_QUEUE
-from toolmesh.errors import MalformedMessage, ServiceError
+from toolmesh.errors import MalformedMessage, RequestError, ServiceError
 from toolmesh.schema.flow import DEFAULT_FLOW, FLOW_ID_RULE, valid_flow_id
 
 __all__ = ["DEFAULT_FLOW", "FLOW_ID_RULE", "FlowRegistry", "FlowService", "valid_flow_id"]
@@ -169,26 +169,38 @@ class FlowService:
         named = request.get("workspace")
         workspace = named if isinstance(named, str) and named else workspace
         operation = request.get("operation")
+        try:
+            async for answer in self._answer(operation, request, workspace):
+                yield answer, True
+        except RequestError as e:
+            if e.type != "config-error":
+                raise
+            # the config service refused the workspace name (NUL, lone surrogates): the
+            # caller's mistake, refused like any other bad field, not a failed service (502)
+            yield _error("bad-request", e.message), True
+
+    async def _answer(self, operation: Any, request: dict[str, Any],
+                      workspace: str) -> AsyncIterator[dict[str, Any]]:
         if operation == "list-flows":
             ids = sorted({DEFAULT_FLOW, *await self._registry.flows(workspace)})
-            yield {"flow-ids": ids}, True
+            yield {"flow-ids": ids}
         elif operation == "get-flow":
             flow_id = request.get("flow-id", request.get("flow_id"))
             if not isinstance(flow_id, str):
-                yield _error("bad-request", "get-flow needs 'flow-id' (a string)"), True
+                yield _error("bad-request", "get-flow needs 'flow-id' (a string)")
                 return
             value = None
             if valid_flow_id(flow_id):
                 value = await self._config.get(FLOW_TYPE, flow_id, workspace=workspace)
             if value is None and flow_id != DEFAULT_FLOW:
                 e = unknown_flow(flow_id, workspace)
-                yield _error(e.type, e.message), True
+                yield _error(e.type, e.message)
                 return
-            yield {"flow": json.dumps(describe(flow_id, value))}, True
+            yield {"flow": json.dumps(describe(flow_id, value))}
         else:
             yield _error("bad-request", f"unknown flow operation {operation!r}; this gateway "
                                         "answers list-flows and get-flow (flows are defined "
-                                        "by 'flow' config items)"), True
+                                        "by 'flow' config items)")
 
 
 def _error(type: str, message: str) -> dict[str, Any]:
