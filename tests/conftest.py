@@ -20,9 +20,9 @@ RUN_MARKER = f"tmtest{uuid.uuid4().hex[:8]}"
 
 #: marks of tests that use a server every test process shares (a broker, a database)
 SHARED_SERVERS = ("rabbitmq", "postgres", "pulsar")
-#: folders whose tests start whole deployments (fixed queue names, a broker restart, the
-#: trustgraph-cli venv built once) or use the shared servers through processes
-SHARED_FOLDERS = ("e2e", "compat", "deploy")
+#: folders whose tests start whole deployments (fixed queue names, a broker restart) or use
+#: the shared servers through processes
+SHARED_FOLDERS = ("e2e", "deploy")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

@@ -5,7 +5,7 @@ default chat format (which ignores ``tools``) and in ``chatml-function-calling``
 works (``json`` on both), and get working dialogs out of a model this small: joke requests
 call ``tell-joke`` with a topic and end with an answer that passes the joke on, plain
 questions end with an answer, no reply fails to parse, no dialog takes a minute (issue 31).
-Each strategy forced shows what it does with this model and server. Only a real model shows
+The other strategies, forced, still end every dialog within its bounds. Only a real model shows
 these; the exact cases run against the scripted model and the OpenAI test server.
 """
 
@@ -54,11 +54,15 @@ async def test_with_no_other_flag_joke_requests_and_questions_end_well(
     assert "json: works" in listing
 
 
-@pytest.mark.parametrize("strategy", ["native", "json", "react"])
+# json, the strategy auto picks here, is held to the issue's bar above; forced, the other two
+# must still end every dialog within its bounds (kept tight: a free-running step of this
+# model writes until its limit, and the suite has a model on one core only)
+@pytest.mark.parametrize("strategy", ["native", "react"])
 async def test_each_strategy_forced_ends_its_dialogs_within_bounds(
         model: str, tmp_path: Path, strategy: str) -> None:
     async with toolmesh_serve(tmp_path, "--llm", model, "--model", "smollm2",
-                              "--tool-calling", strategy, "--max-iterations", "3") as served:
+                              "--tool-calling", strategy, "--max-iterations", "2",
+                              "--max-step-tokens", "200") as served:
         dialogs = [await ask(served.url, JOKES[0])]
     everything = report([(d, None) for d in dialogs])
     for dialog in dialogs:
@@ -67,5 +71,3 @@ async def test_each_strategy_forced_ends_its_dialogs_within_bounds(
         assert last.get("message_type") == "answer" or (
             last.get("error") or {}).get("type") == "max-iterations", (last, everything)
         assert dialog.seconds < DIALOG_SECONDS, everything
-    if strategy == "json":  # a grammar holds every reply: none fails to parse
-        assert not any(d.unparsed for d in dialogs), everything
