@@ -1,0 +1,335 @@
+"""The SQLite dialog journal: tables beside the config store's, in the same file by default.
+
+One worker thread does all database work, as in the config store. ``synchronous=NORMAL`` in
+WAL mode: a committed entry survives the process being killed (what the journal is for); a
+power cut may lose the last few, which then run again like calls that were in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from toolmesh.dialogs.journal import (
+    ABANDONED,
+    DEFAULT_KEEP,
+    DEFAULT_MAX_AGE_DAYS,
+    RUNNING,
+    Begun,
+    Dialog,
+    Entry,
+    JournalError,
+    check_entries,
+    check_limit,
+)
+from toolmesh.files import private_dir, private_file
+
+T = TypeVar("T")
+
+_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolmesh_dialogs (
+    id         TEXT PRIMARY KEY,
+    workspace  TEXT NOT NULL,
+    user       TEXT NOT NULL,
+    question   TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    started    TEXT NOT NULL,
+    updated    TEXT NOT NULL,
+    due        TEXT,
+    steps      INTEGER NOT NULL DEFAULT 0,
+    tool_calls INTEGER NOT NULL DEFAULT 0,
+    in_token   INTEGER,
+    out_token  INTEGER,
+    request    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolmesh_dialogs_started ON toolmesh_dialogs (started);
+CREATE INDEX IF NOT EXISTS toolmesh_dialogs_status ON toolmesh_dialogs (status, started);
+CREATE TABLE IF NOT EXISTS toolmesh_dialog_entries (
+    dialog TEXT NOT NULL REFERENCES toolmesh_dialogs (id) ON DELETE CASCADE,
+    seq    INTEGER NOT NULL,
+    at     TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    body   TEXT NOT NULL,
+    PRIMARY KEY (dialog, seq)
+);
+"""
+
+_COLUMNS = ("id, workspace, user, question, status, started, updated, due, steps, tool_calls,"
+            " in_token, out_token, request")
+
+#: finished dialogs between two retention sweeps (a sweep is a couple of indexed deletes)
+_SWEEP_EVERY = 100
+
+
+def _time(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def _dialog(row: sqlite3.Row | tuple[Any, ...]) -> Dialog:
+    (id, workspace, user, question, status, started, updated, due, steps, tool_calls,
+     in_token, out_token, request) = row
+    started_at = _time(started)
+    updated_at = _time(updated)
+    assert started_at is not None and updated_at is not None
+    return Dialog(id=id, workspace=workspace, user=user, question=question, status=status,
+                  started=started_at, updated=updated_at, due=_time(due), steps=steps,
+                  tool_calls=tool_calls, in_token=in_token, out_token=out_token,
+                  request=json.loads(request))
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    seq, at, kind, body = row
+    when = _time(at)
+    assert when is not None
+    return Entry(seq=seq, at=when, kind=kind, body=json.loads(body))
+
+
+def _in(column: str, values: Collection[str] | None) -> tuple[str, list[Any]]:
+    """A ``column IN (...)`` condition (always true for ``None``; never for none)."""
+    if values is None:
+        return "1", []
+    values = list(values)
+    if not values:
+        return "0", []
+    return f"{column} IN ({', '.join('?' * len(values))})", values
+
+
+class SQLiteDialogJournal:
+    """A :class:`~toolmesh.dialogs.journal.DialogJournal` in a SQLite file.
+
+    ``keep``: how many finished dialogs are kept; ``max_age_days``: for how long.
+    """
+
+    def __init__(self, path: str | Path, *, keep: int = DEFAULT_KEEP,
+                 max_age_days: float = DEFAULT_MAX_AGE_DAYS, busy_timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        self.keep = keep
+        self.max_age_days = max_age_days
+        self.busy_timeout = busy_timeout
+        self._executor: ThreadPoolExecutor | None = None
+        self._db: sqlite3.Connection | None = None
+        self._finished = 0
+
+    def __repr__(self) -> str:
+        return f"SQLiteDialogJournal({str(self.path)!r})"
+
+    async def open(self) -> None:
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1,
+                                            thread_name_prefix="toolmesh-dialogs-sqlite")
+        try:
+            self._db = await self._run(self._connect)
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            private_dir(self.path.parent, tighten=False)
+            for suffix in ("", "-wal", "-shm"):
+                if suffix == "" or Path(f"{self.path}{suffix}").exists():
+                    private_file(Path(f"{self.path}{suffix}"))
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout)
+        except (OSError, sqlite3.Error) as e:
+            raise JournalError(f"cannot open the dialog journal at {self.path}: {e}") from None
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+        except sqlite3.Error as e:
+            db.close()
+            raise JournalError(f"cannot open the dialog journal at {self.path}: {e}") from None
+        return db
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(executor, self._close_db)
+        executor.shutdown(wait=True)
+
+    def _close_db(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise JournalError(f"the dialog journal at {self.path} is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(db, *args)`` in one write transaction (on the worker thread)."""
+        db = self._db
+        if db is None:
+            raise JournalError(f"the dialog journal at {self.path} is not open")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(db, *args)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
+        except sqlite3.Error as e:
+            raise JournalError(f"the dialog journal at {self.path}: {e}") from None
+
+    def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        db = self._db
+        if db is None:
+            raise JournalError(f"the dialog journal at {self.path} is not open")
+        try:
+            return fn(db, *args)
+        except sqlite3.Error as e:
+            raise JournalError(f"the dialog journal at {self.path}: {e}") from None
+
+    # --- writes --------------------------------------------------------------------------
+
+    async def begin(self, id: str, *, workspace: str, user: str, question: str,
+                    request: dict[str, Any], timeout: float | None) -> Begun:
+        body = json.dumps(request, ensure_ascii=False)
+        return await self._run(self._write, self._begin, id, workspace, user, question, body,
+                               timeout)
+
+    @staticmethod
+    def _begin(db: sqlite3.Connection, id: str, workspace: str, user: str, question: str,
+               request: str, timeout: float | None) -> Begun:
+        due = "NULL" if timeout is None else "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)"
+        args: list[Any] = [id, workspace, user, question, RUNNING, request]
+        if timeout is not None:
+            args.append(f"+{timeout:.3f} seconds")
+        inserted = db.execute(
+            f"INSERT INTO toolmesh_dialogs (id, workspace, user, question, status, request,"
+            f" started, updated, due) VALUES (?, ?, ?, ?, ?, ?, {_NOW}, {_NOW}, {due})"
+            " ON CONFLICT (id) DO NOTHING", args).rowcount
+        row = db.execute(f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE id = ?",
+                         (id,)).fetchone()
+        dialog = _dialog(row)
+        if inserted:
+            return Begun(dialog=dialog, entries=[], fresh=True, expired=False)
+        expired = bool(dialog.running and db.execute(
+            f"SELECT due IS NOT NULL AND due < {_NOW} FROM toolmesh_dialogs WHERE id = ?",
+            (id,)).fetchone()[0])
+        if expired:
+            db.execute(f"UPDATE toolmesh_dialogs SET status = ?, updated = {_NOW} WHERE id = ?",
+                       (ABANDONED, id))
+            row = db.execute(f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE id = ?",
+                             (id,)).fetchone()
+            dialog = _dialog(row)
+        entries = [_entry(r) for r in db.execute(
+            "SELECT seq, at, kind, body FROM toolmesh_dialog_entries WHERE dialog = ?"
+            " ORDER BY seq", (id,))]
+        return Begun(dialog=dialog, entries=entries, fresh=False, expired=expired)
+
+    async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
+                     steps: int | None = None, tool_calls: int | None = None) -> None:
+        check_entries(entries)
+        rows = [(kind, json.dumps(body, ensure_ascii=False)) for kind, body in entries]
+        await self._run(self._write, self._append, id, rows, steps, tool_calls, None)
+
+    async def finish(self, id: str, *, status: str,
+                     entries: Sequence[tuple[str, dict[str, Any]]] = (),
+                     steps: int | None = None, tool_calls: int | None = None,
+                     in_token: int | None = None, out_token: int | None = None) -> None:
+        check_entries(entries)
+        rows = [(kind, json.dumps(body, ensure_ascii=False)) for kind, body in entries]
+        self._finished += 1
+        sweep = self._finished % _SWEEP_EVERY == 1
+        await self._run(self._write, self._finish, id, rows, steps, tool_calls,
+                        (status, in_token, out_token), sweep)
+
+    def _finish(self, db: sqlite3.Connection, id: str, rows: list[tuple[str, str]],
+                steps: int | None, tool_calls: int | None,
+                end: tuple[str, int | None, int | None], sweep: bool) -> None:
+        self._append(db, id, rows, steps, tool_calls, end)
+        if sweep:
+            self._sweep(db)
+
+    @staticmethod
+    def _append(db: sqlite3.Connection, id: str, rows: list[tuple[str, str]],
+                steps: int | None, tool_calls: int | None,
+                end: tuple[str, int | None, int | None] | None) -> None:
+        last = db.execute("SELECT coalesce(max(seq), 0) FROM toolmesh_dialog_entries"
+                          " WHERE dialog = ?", (id,)).fetchone()[0]
+        db.executemany(
+            f"INSERT INTO toolmesh_dialog_entries (dialog, seq, at, kind, body)"
+            f" VALUES (?, ?, {_NOW}, ?, ?)",
+            [(id, last + i, kind, body) for i, (kind, body) in enumerate(rows, 1)])
+        sets = [f"updated = {_NOW}"]
+        args: list[Any] = []
+        for column, value in (("steps", steps), ("tool_calls", tool_calls)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                args.append(value)
+        if end is not None:
+            sets.append("status = ?, in_token = ?, out_token = ?")
+            args.extend(end)
+        db.execute(f"UPDATE toolmesh_dialogs SET {', '.join(sets)} WHERE id = ?", [*args, id])
+
+    def _sweep(self, db: sqlite3.Connection) -> None:
+        """Drop finished dialogs beyond the newest ``keep`` and older than ``max_age_days``."""
+        db.execute("DELETE FROM toolmesh_dialogs WHERE status <> ? AND started < "
+                   "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
+                   (RUNNING, f"-{self.max_age_days * 86400:.0f} seconds"))
+        db.execute("DELETE FROM toolmesh_dialogs WHERE status <> ? AND id IN ("
+                   " SELECT id FROM toolmesh_dialogs WHERE status <> ?"
+                   " ORDER BY started DESC, rowid DESC LIMIT -1 OFFSET ?)",
+                   (RUNNING, RUNNING, self.keep))
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def get(self, id: str, *, workspaces: Collection[str] | None = None,
+                  ) -> tuple[Dialog, list[Entry]] | None:
+        return await self._run(self._read, self._get, id, workspaces)
+
+    @staticmethod
+    def _get(db: sqlite3.Connection, id: str, workspaces: Collection[str] | None,
+             ) -> tuple[Dialog, list[Entry]] | None:
+        where, args = _in("workspace", workspaces)
+        row = db.execute(f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE id = ? AND {where}",
+                         [id, *args]).fetchone()
+        if row is None:
+            return None
+        entries = [_entry(r) for r in db.execute(
+            "SELECT seq, at, kind, body FROM toolmesh_dialog_entries WHERE dialog = ?"
+            " ORDER BY seq", (id,))]
+        return _dialog(row), entries
+
+    async def recent(self, *, workspaces: Collection[str] | None = None,
+                   status: str | None = None, limit: int = 100) -> list[Dialog]:
+        limit = check_limit(limit)
+        return await self._run(self._read, self._recent, workspaces, status, limit)
+
+    @staticmethod
+    def _recent(db: sqlite3.Connection, workspaces: Collection[str] | None, status: str | None,
+              limit: int) -> list[Dialog]:
+        where, args = _in("workspace", workspaces)
+        if status is not None:
+            where += " AND status = ?"
+            args.append(status)
+        return [_dialog(r) for r in db.execute(
+            f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE {where}"
+            " ORDER BY started DESC, rowid DESC LIMIT ?", [*args, limit])]
+
+    async def unfinished(self) -> list[Dialog]:
+        return await self._run(self._read, self._unfinished)
+
+    @staticmethod
+    def _unfinished(db: sqlite3.Connection) -> list[Dialog]:
+        return [_dialog(r) for r in db.execute(
+            f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE status = ?"
+            f" AND (due IS NULL OR due >= {_NOW}) ORDER BY started, rowid", (RUNNING,))]
