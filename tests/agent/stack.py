@@ -19,6 +19,7 @@ from toolmesh.agent.service import AgentService
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import ConfigService
 from toolmesh.config.store import open_store
+from toolmesh.dialogs import DialogJournal
 from toolmesh.llm import ScriptedLLM, TextCompletionService
 from toolmesh.llm.coalesce import Coalescing
 from toolmesh.mcp import McpToolService
@@ -49,6 +50,10 @@ class Stack:
     announcement_queues: dict[str, str] = field(default_factory=dict)
     #: the agent's agent-services (tool service listing) queues
     services_queues: tuple[str, str] = ("", "")
+    #: the name its queues are made from (``queues_of`` of another stack takes them over)
+    topic: str = ""
+    #: the agent's dialogs (journal reading) queues
+    dialogs_queues: tuple[str, str] = ("", "")
 
     async def put(self, items: Mapping[tuple[str, str], Any], *,
                   workspace: str = "default") -> int:
@@ -99,14 +104,18 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                       options: AgentOptions = AgentOptions(tool_timeout=5.0),
                       joke: bool = True, announce: bool = False,
                       announcements: bool = True,
-                      coalescing: Coalescing | None = None) -> AsyncIterator[Stack]:
+                      coalescing: Coalescing | None = None,
+                      journal: DialogJournal | None = None,
+                      queues_of: str | None = None) -> AsyncIterator[Stack]:
     """The services an agent needs, on ``backend``. ``joke``: run the joke service (its
     config items come with :meth:`Stack.load_jokes`); ``announce``: it announces itself;
     ``announcements``: the agent listens to announcements; ``coalescing``: how the
-    text-completion service and the agent gather a stream's pieces (default: theirs)."""
+    text-completion service and the agent gather a stream's pieces (default: theirs);
+    ``journal``: where the agent records its dialogs; ``queues_of``: the topic of an earlier
+    stack whose queues and config this one takes over (an agent restarted)."""
     if coalescing is not None:
         options = dataclasses.replace(options, coalescing=coalescing)
-    t = backend.topic("stack")
+    t = queues_of or backend.topic("stack")
     q = {name: (f"request:tg:{t}-{name}", f"response:tg:{t}-{name}")
          for name in ("config", "tc", "prompt", "agent", "joke", "mcp", "tools", "services")}
     config_queues = {"request_queue": q["config"][0], "response_queue": q["config"][1],
@@ -116,6 +125,7 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                            "probe_queue": f"notify:tg:{t}-descriptor-requests"}
     bus = await backend.connect()
     store = await open_store(str(tmp_path / f"{t}.db"))
+    dialogs = {"request_queue": f"request:tg:{t}-dialogs", "response_queue": f"response:tg:{t}-dialogs"}
     async with AsyncExitStack() as stack:
         stack.push_async_callback(store.close)
         await stack.enter_async_context(ConfigService(bus, store, **config_queues))
@@ -148,7 +158,8 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                                             "response_queue": q["prompt"][1]},
                              config_queues=config_queues, options=options,
                              announcement_queues=announcement_queues,
-                             announcements=announcements)
+                             announcements=announcements, journal=journal,
+                             dialogs_queues=dialogs)
         await stack.enter_async_context(agent)
         config = await stack.enter_async_context(ConfigClient(bus, timeout=10, request_queue=q["config"][0],
                                                               response_queue=q["config"][1]))
@@ -156,4 +167,5 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
             await backend.connect(), request_queue=q["agent"][0], response_queue=q["agent"][1],
             is_final=is_final, error_of=lambda response: None))
         yield Stack(backend, llm, config, agent, client, q["joke"], mcp, prompt, q["tools"],
-                    announcement_queues, q["services"])
+                    announcement_queues, q["services"], topic=t,
+                    dialogs_queues=(dialogs["request_queue"], dialogs["response_queue"]))

@@ -44,8 +44,9 @@ class ToolRunner:
     tool_max_timeout: float
 
     async def run(self, name: str, arguments: Any, offered: Mapping[str, Tool], *, user: str,
-                  emit: Emit, tally: DialogTally) -> Outcome:
-        """The outcome of calling ``name`` with ``arguments``."""
+                  emit: Emit, tally: DialogTally, key: str | None = None) -> Outcome:
+        """The outcome of calling ``name`` with ``arguments``; ``key``: the call's
+        idempotency key, passed to the tool (the same on every attempt of this call)."""
         tool = offered.get(name)
         if tool is None:
             # the name the LLM made up is no label: a model could invent one per call
@@ -65,7 +66,7 @@ class ToolRunner:
         with tracing.span(f"tool {tool.name}", kind="client",
                           attributes={"toolmesh.tool": tool.name,
                                       "toolmesh.tool.type": kind}) as span:
-            observation, outcome = await self._invoke(tool, arguments, user, emit)
+            observation, outcome = await self._invoke(tool, arguments, user, emit, key)
             if outcome != "ok":
                 tracing.failed(span, outcome)
         seconds = time.perf_counter() - started
@@ -74,7 +75,7 @@ class ToolRunner:
         return Outcome(observation=observation, ok=outcome == "ok")
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any], user: str,
-                      emit: Emit) -> tuple[str, str]:
+                      emit: Emit, key: str | None) -> tuple[str, str]:
         """The observation of one call of ``tool``, and its outcome (``ok``, ``timeout``,
         or the error type)."""
         timeout = self.tool_timeout
@@ -85,7 +86,8 @@ class ToolRunner:
             async with asyncio.timeout(timeout + 1.0) as backstop:
                 relay = ProgressRelay(tool=tool.name, emit=emit, backstop=backstop,
                                       timeout=timeout + 1.0, max_timeout=most + 1.0)
-                call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay)
+                call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay,
+                            key=key)
                 return await tool.invoke(arguments, call), "ok"
         except (RequestTimeout, TimeoutError):
             return (f"Error: the tool {tool.name!r} did not answer within {timeout:g} s",

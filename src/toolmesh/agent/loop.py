@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from toolmesh.agent.action import tool_call_message
 from toolmesh.agent.calls import Emit, ToolRunner
+from toolmesh.agent.journaling import DialogLog, Resumption
 from toolmesh.agent.narrator import Narrator
 from toolmesh.agent.observation import DEFAULT_MAX_OBSERVATION, cut
 from toolmesh.agent.strategies import (
@@ -129,10 +130,13 @@ class AgentLoop:
 
     async def run(self, request: AgentRequest, emit: Emit, *,
                   tools: Callable[[], ToolSet] | None = None,
-                  workspace: str | None = None) -> None:
+                  workspace: str | None = None, journal: DialogLog | None = None,
+                  resumed: Resumption | None = None) -> None:
         """Run one dialog; ``tools``: where its tool set comes from (default: the loop's),
         e.g. the request's workspace's; ``workspace``: whose prompt templates it uses
-        (default: the prompt service's).
+        (default: the prompt service's); ``journal``: where its steps are recorded, and the
+        id its calls' idempotency keys start with (default: none, and a new id);
+        ``resumed``: where a dialog taken up again from its journal stands.
 
         The dialog's last message carries the tokens of every LLM answer in it, summed
         (``in_token``, ``out_token``; ``None`` where none was reported), and the last
@@ -141,6 +145,7 @@ class AgentLoop:
         """
         started = time.perf_counter()
         tally = DialogTally()
+        journal = journal or DialogLog(None, new_message_id())
         last: dict[str, Any] | None = None
         outcome = "cancelled"
         metrics.dialog_started()
@@ -152,11 +157,14 @@ class AgentLoop:
                 if out.get("end_of_dialog"):
                     last = out
                     out = {**out, **usage.wire(), **tally.wire()}
+                    await journal.end(out, steps=tally.steps)
+                else:
+                    journal.told(out)
                 await emit(out)
 
             try:
                 await self._dialog(request, emit_with_usage, tools or self.tools, workspace,
-                                   tally, usage)
+                                   tally, usage, journal, resumed)
                 outcome = _outcome(last)
             except Exception:
                 outcome = "agent-error"
@@ -204,13 +212,27 @@ class AgentLoop:
 
     async def _dialog(self, request: AgentRequest, emit: Emit,
                       toolset: Callable[[], ToolSet], workspace: str | None,
-                      tally: DialogTally, usage: Usage) -> None:
+                      tally: DialogTally, usage: Usage, journal: DialogLog,
+                      resumed: Resumption | None) -> None:
         strategy = await self.strategy(toolset())
         transcript = Transcript.of(request.question, request.history)
         state = request.state
         wrap: Wrap | None = None
         limit, budget = self.options.max_iterations, self.options.token_budget
         number = 0
+        if resumed is not None:  # taken up again: from the last step its journal holds
+            transcript.turns.extend(resumed.turns)
+            state, wrap, number = resumed.state, resumed.wrap, resumed.steps
+            journal.tool_calls = resumed.tool_calls
+            if resumed.pending is not None:  # its calls may have been made: same keys
+                number += 1
+                tally.steps = number
+                offered = await self._offered(request, toolset, state)
+                step = await self._act(resumed.pending, offered, request.user, emit,
+                                       transcript, state, tally, journal, number,
+                                       known=resumed.known, told=True)
+                journal.turn(number, step.state, step.wrap)
+                state, wrap = step.state, step.wrap
         while True:
             number += 1
             final: Wrap | None = None
@@ -221,10 +243,11 @@ class AgentLoop:
             tally.steps = number
             with tracing.span(f"agent step {number}"):
                 step = await self._step(request, strategy, emit, toolset, workspace, transcript,
-                                        state, tally, wrap=final or wrap,
+                                        state, tally, journal, number, wrap=final or wrap,
                                         last=final is not None)
             if step.ended:
                 return
+            journal.turn(number, step.state, step.wrap)
             if final is not None:
                 kind, content, text = _LIMIT_ERRORS[final]
                 await emit(message("error", content.format(limit=limit), end_of_dialog=True,
@@ -234,17 +257,23 @@ class AgentLoop:
                 return
             state, wrap = step.state, step.wrap
 
-    async def _step(self, request: AgentRequest, strategy: Strategy, emit: Emit,
-                    toolset: Callable[[], ToolSet], workspace: str | None,
-                    transcript: Transcript, state: str | None, tally: DialogTally, *,
-                    wrap: Wrap | None, last: bool = False) -> _Outcome:
-        """One step: ask the LLM, act on its reply. A step with a ``wrap`` may only answer:
-        calls it makes are not run; ``last``: nor told to the model (the dialog ends)."""
-        # The tool set is read at every step: config changes apply from the next step on.
+    async def _offered(self, request: AgentRequest, toolset: Callable[[], ToolSet],
+                       state: str | None) -> dict[str, Tool]:
+        """The tools a step offers, by name. The tool set is read at every step: config
+        changes apply from the next step on."""
         offered = {t.name: t for t in toolset().offered(groups=request.groups, state=state)}
         await asyncio.gather(*(t.prepare() for t in offered.values()))
         # a tool that found it cannot work (its MCP server lacks it, say) is left out
-        offered = {n: t for n, t in offered.items() if t.unavailable is None}
+        return {n: t for n, t in offered.items() if t.unavailable is None}
+
+    async def _step(self, request: AgentRequest, strategy: Strategy, emit: Emit,
+                    toolset: Callable[[], ToolSet], workspace: str | None,
+                    transcript: Transcript, state: str | None, tally: DialogTally,
+                    journal: DialogLog, number: int, *,
+                    wrap: Wrap | None, last: bool = False) -> _Outcome:
+        """One step: ask the LLM, act on its reply. A step with a ``wrap`` may only answer:
+        calls it makes are not run; ``last``: nor told to the model (the dialog ends)."""
+        offered = await self._offered(request, toolset, state)
         narrator = Narrator(emit, streaming=request.streaming,
                             coalescing=self.options.coalescing)
         options = self.options
@@ -273,20 +302,28 @@ class AgentLoop:
             decision = Unusable(thought=decision.thought, raw=decision.raw,
                                 problem="no tool may be called now. " + WRAP_NOTES[wrap])
         if isinstance(decision, Unusable):
+            journal.reply(number, decision)
             problem = f"Error: {decision.problem}"
             transcript.turns.append(Turn(thought=decision.thought, problem=problem,
                                          raw=decision.raw))
             await emit(message("observation", problem, message_id=new_message_id()))
             return _Outcome(ended=False, state=state)
+        journal.reply(number, decision)
+        # every call that may be made is in the journal first, with its id
+        await journal.flush(steps=number)
         return await self._act(decision, offered, request.user, emit, transcript, state,
-                               tally)
+                               tally, journal, number)
 
     async def _act(self, decision: Calls, offered: Mapping[str, Tool], user: str, emit: Emit,
-                   transcript: Transcript, state: str | None,
-                   tally: DialogTally) -> _Outcome:
+                   transcript: Transcript, state: str | None, tally: DialogTally,
+                   journal: DialogLog, number: int, *,
+                   known: Mapping[str, CallRecord] | None = None,
+                   told: bool = False) -> _Outcome:
         """Run a reply's calls — at most ``parallel_calls`` at once — and tell the client
-        each call before it runs, then each result in the order of the calls."""
-        for call in decision.calls:
+        each call before it runs, then each result in the order of the calls. ``known``:
+        results the journal holds already (not run again); ``told``: the client was told the
+        calls before (a dialog taken up again)."""
+        for call in decision.calls if not told else ():
             # before the call: its progress and its observation follow it
             await emit(tool_call_message(call.name, call.arguments))
         room = asyncio.Semaphore(max(1, self.options.parallel_calls))
@@ -295,6 +332,8 @@ class AgentLoop:
         async def one(call: CallRequest) -> CallRecord:
             nonlocal repeated
             record = partial(CallRecord, id=call.id, name=call.name, arguments=call.arguments)
+            if known and call.id in known:
+                return known[call.id]
             if call.problem is not None:
                 return record(observation=f"Error: {call.problem}", ok=False)
             earlier = transcript.earlier(call.name, call.arguments)
@@ -306,7 +345,8 @@ class AgentLoop:
                     "before: this is that call's result.)"))
             async with room:
                 outcome = await self.runner.run(call.name, call.arguments, offered, user=user,
-                                                emit=emit, tally=tally)
+                                                emit=emit, tally=tally,
+                                                key=journal.key(number, call.id))
             # it goes into every later prompt of the dialog: a huge result must not
             observation = cut(outcome.observation, limit=self.options.max_observation)
             if outcome.ok and transcript.returned(call.name, observation):
@@ -321,6 +361,8 @@ class AgentLoop:
             for task in tasks:
                 record = await task
                 records.append(record)
+                if not (known and record.id in known):
+                    journal.result(number, record, None)
                 await emit(message("observation", record.observation,
                                    message_id=new_message_id()))
         finally:

@@ -8,10 +8,12 @@ set per workspace, built at the first request that names it and rebuilt on every
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
+from toolmesh.agent.journaling import DialogLog, Resumption, resumption
 from toolmesh.agent.loop import AgentLoop, AgentOptions
 from toolmesh.agent.services_service import AgentServicesService
 from toolmesh.agent.status_service import AgentToolsService
@@ -20,10 +22,13 @@ from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
 from toolmesh.bus.base import Bus
 from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
+from toolmesh.dialogs import ABANDONED, RUNNING, Dialog, DialogJournal, JournalError
+from toolmesh.dialogs.service import DialogsService
 from toolmesh.mcp import McpToolClient
 from toolmesh.prompt import PromptClient
 from toolmesh.registry.registry import Registry
-from toolmesh.rpc.service import Reply, Service
+from toolmesh.rpc import deadline
+from toolmesh.rpc.service import Reply, Service, current_request_id
 from toolmesh.schema.agent import message, new_message_id, parse_request
 
 log = logging.getLogger("toolmesh.agent")
@@ -40,6 +45,12 @@ class AgentService(Service):
     (:mod:`toolmesh.registry`), and take effect from the next dialog step; dialogs in flight
     keep running. ``workspace``: the one of requests that name none. ``announcements=False``:
     offer configured tools only (announcements are not even listened to).
+
+    ``journal``: where dialogs are recorded as they go (docs/dialogs.md); a request delivered
+    again (the agent that had it died) takes its dialog up from the last recorded step.
+    ``take_up_unfinished``: at start, take up the dialogs the journal holds as running whose
+    client may still wait — for a bus that does not deliver requests again (the memory bus
+    of one ``toolmesh serve``, which died with them).
     """
 
     error_type = "agent-error"
@@ -54,7 +65,9 @@ class AgentService(Service):
                  options: AgentOptions = AgentOptions(), id: str = "agent",
                  concurrency: int = 256, workspace: str = "default",
                  announcements: bool = True,
-                 announcement_queues: dict[str, str] | None = None) -> None:
+                 announcement_queues: dict[str, str] | None = None,
+                 journal: DialogJournal | None = None, take_up_unfinished: bool = False,
+                 dialogs_queues: dict[str, str] | None = None) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.clients = ClientPool(bus)
@@ -87,6 +100,13 @@ class AgentService(Service):
             bus, toolset=self.toolset_of, snapshot=self._snapshots.get, id=id,
             load=self._watcher.ensure, reload=self._watcher.reload, registry=self.registry,
             workspace=workspace, **(services_queues or {}))
+        self.journal = journal
+        self.take_up_unfinished = take_up_unfinished
+        #: answers which dialogs there were and what they did (`toolmesh dialogs`)
+        self.dialogs = (DialogsService(bus, journal, id=id, workspace=workspace,
+                                       **(dialogs_queues or {}))
+                        if journal is not None else None)
+        self._taken_up: set[asyncio.Task[None]] = set()
 
     @property
     def toolset(self) -> ToolSet:
@@ -106,8 +126,17 @@ class AgentService(Service):
         await super().start()
         await self.tool_status.start()
         await self.services_status.start()
+        if self.dialogs is not None:
+            await self.dialogs.start()
+        if self.journal is not None and self.take_up_unfinished:
+            await self._take_up_unfinished(self.journal)
 
     async def stop(self) -> None:
+        for task in self._taken_up:
+            task.cancel()
+        await asyncio.gather(*self._taken_up, return_exceptions=True)
+        if self.dialogs is not None:
+            await self.dialogs.stop()
         await self.services_status.stop()
         await self.tool_status.stop()
         await super().stop()
@@ -174,8 +203,86 @@ class AgentService(Service):
                        end_of_dialog=True, error=error)
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        await self._dialog(request, reply, current_request_id())
+
+    async def _dialog(self, request: dict[str, Any], reply: Reply, id: str | None) -> None:
+        """Run (or take up again) the dialog of ``request``, whose id is ``id``."""
         workspace = request_workspace(request, default=self.workspace)
         parsed = parse_request(request)
         await self._watcher.ensure(workspace)
-        await self.loop.run(parsed, reply, tools=lambda: self.toolset_of(workspace),
-                            workspace=workspace)
+        journal, resumed, left = DialogLog(None, id or new_message_id()), None, None
+        if self.journal is not None and id is not None:
+            try:
+                begun = await self.journal.begin(
+                    id, workspace=workspace, user=parsed.user, question=parsed.question,
+                    request=request, timeout=deadline.remaining())
+            except JournalError as e:
+                log.warning("dialog %s runs unrecorded: %s", id, e.message)
+            else:
+                if not begun.fresh:
+                    resumed = resumption(begun.entries, state=parsed.state)
+                    if await self._settled(begun.dialog, resumed, begun.expired, reply):
+                        return
+                    log.info("taking up dialog %s after step %d", id, resumed.steps)
+                journal, left = DialogLog(self.journal, id), begun.remaining
+        try:
+            # a dialog taken up again keeps the deadline its client asked for at first
+            with deadline.handling(left if resumed is not None else None):
+                async with asyncio.timeout(left if resumed is not None else None):
+                    await self.loop.run(parsed, reply, tools=lambda: self.toolset_of(workspace),
+                                        workspace=workspace, journal=journal, resumed=resumed)
+        except TimeoutError:
+            await self._timed_out(journal, reply)
+        except asyncio.CancelledError:
+            left = deadline.remaining()
+            if left is not None and left <= 0:  # the client's deadline, not a stop
+                await asyncio.shield(self._timed_out(journal, None))
+            raise
+
+    async def _settled(self, dialog: Dialog, resumed: Resumption, expired: bool,
+                       reply: Reply) -> bool:
+        """Answer a request whose dialog needs no running: it ended (its last message again,
+        for a client that may have missed it) or its client stopped waiting."""
+        if resumed.end is not None:
+            await reply(resumed.end)
+            return True
+        if expired or dialog.status == ABANDONED:
+            log.info("dialog %s is not taken up: its client stopped waiting at %s", dialog.id,
+                     dialog.due.isoformat() if dialog.due else "?")
+            await reply(self.error_response({
+                "type": "timeout", "message": "the dialog was not finished before its "
+                "client's deadline"}))
+            return True
+        return dialog.status != RUNNING
+
+    async def _timed_out(self, journal: DialogLog, reply: Reply | None) -> None:
+        end = self.error_response({"type": "timeout", "message": "the dialog did not finish "
+                                   "within its client's deadline"})
+        await journal.end(end, steps=0)
+        if reply is not None:
+            await reply(end)
+
+    async def _take_up_unfinished(self, journal: DialogJournal) -> None:
+        """Take up, in tasks of their own, the dialogs a process of this agent left running."""
+        try:
+            dialogs = await journal.unfinished()
+        except JournalError as e:
+            log.warning("cannot take up unfinished dialogs: %s", e.message)
+            return
+        for dialog in dialogs:
+            if dialog.request is None:
+                continue
+            reply: Reply = functools.partial(self.reply_producer.send,
+                                             properties={"id": dialog.id})
+            task = asyncio.create_task(self._take_up(dialog, reply))
+            self._taken_up.add(task)
+            task.add_done_callback(self._taken_up.discard)
+        if dialogs:
+            log.info("taking up %d unfinished dialog(s)", len(dialogs))
+
+    async def _take_up(self, dialog: Dialog, reply: Reply) -> None:
+        assert dialog.request is not None
+        try:
+            await self._dialog(dialog.request, reply, dialog.id)
+        except Exception:  # a dialog of the past must not stop the agent from starting
+            log.exception("dialog %s could not be taken up", dialog.id)

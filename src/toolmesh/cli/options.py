@@ -20,6 +20,7 @@ from toolmesh.errors import ToolmeshError
 
 if TYPE_CHECKING:
     import logging
+    from collections.abc import Callable
 
 
 def log() -> logging.Logger:
@@ -315,6 +316,44 @@ def llm_api_key(args: argparse.Namespace) -> str | None:
 def add_agent(parser: argparse.ArgumentParser) -> None:
     add_bounds(parser, AGENT_BOUNDS)
     add_step_temperature(parser)
+    add_dialogs(parser)
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+        return value
+    return parse
+
+
+def add_dialogs(parser: argparse.ArgumentParser) -> None:
+    """Where the agent records its dialogs (docs/dialogs.md), and for how long."""
+    parser.add_argument("--dialogs", default=os.environ.get("TOOLMESH_DIALOGS"), metavar="URL",
+                        help="record dialogs in this database: sqlite:///path/file.db or "
+                             "postgresql://user@host/db (replicas of the agent must share "
+                             "one), or 'off' (env TOOLMESH_DIALOGS; default: the config "
+                             "store's database, TOOLMESH_CONFIG_STORE or config.db in "
+                             "$TOOLMESH_DATA_DIR or ~/.toolmesh)")
+    parser.add_argument("--dialogs-keep", type=_positive(int), metavar="N",
+                        default=int(os.environ.get("TOOLMESH_DIALOGS_KEEP", "10000")),
+                        help="keep the newest N finished dialogs (env TOOLMESH_DIALOGS_KEEP; "
+                             "default: %(default)s)")
+    parser.add_argument("--dialogs-days", type=_positive(float), metavar="DAYS",
+                        default=float(os.environ.get("TOOLMESH_DIALOGS_DAYS", "30")),
+                        help="drop finished dialogs older than this (env "
+                             "TOOLMESH_DIALOGS_DAYS; default: %(default)g)")
+
+
+def dialogs_url(args: argparse.Namespace) -> str | None:
+    """The dialog journal's URL (``None``: ``--dialogs off``)."""
+    url = args.dialogs or getattr(args, "config_store", None) or os.environ.get(
+        "TOOLMESH_CONFIG_STORE") or str(data_dir() / "config.db")
+    return None if url.strip().lower() == "off" else url
 
 
 def step_temperature(text: str) -> float | None:

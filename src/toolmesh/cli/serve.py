@@ -261,7 +261,13 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                                      coalescing=_coalescing(args),
                                      tool_calling=args.tool_calling,
                                      temperature=args.temperature_of_steps)
-        return AgentService(bus, options=agent_options,
+        journal = await _journal(args)
+        if journal is not None:
+            stores.append(journal)
+        return AgentService(bus, options=agent_options, journal=journal,
+                            take_up_unfinished=args.bus.startswith("memory:"),
+                            dialogs_queues={"request_queue": f"request:tg:dialogs:{args.flow}",
+                                            "response_queue": f"response:tg:dialogs:{args.flow}"},
                             request_queue=f"request:tg:agent:{args.flow}",
                             response_queue=f"response:tg:agent:{args.flow}",
                             tools_queues={"request_queue": f"request:tg:agent-tools:{args.flow}",
@@ -271,6 +277,24 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                                 "response_queue": f"response:tg:agent-services:{args.flow}"},
                             announcements=not args.no_announcements)
     raise unknown_part(part)
+
+
+async def _journal(args: argparse.Namespace) -> Any:
+    """The agent's dialog journal (``None``: ``--dialogs off``)."""
+    from toolmesh.dialogs import open_journal
+
+    url = options.dialogs_url(args)
+    if url is None:
+        log().info("dialogs are not recorded (--dialogs off): an agent that dies loses its "
+                   "dialogs in flight")
+        return None
+    if not args.dialogs and not getattr(args, "config_store", None):
+        from toolmesh.files import private_dir
+
+        private_dir(options.data_dir())
+    journal = await open_journal(url, keep=args.dialogs_keep, max_age_days=args.dialogs_days)
+    log().info("dialogs recorded in %s", mask_url(url))
+    return journal
 
 
 def _coalescing(args: argparse.Namespace) -> Any:
@@ -316,7 +340,7 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
         register_secret(token)
         metrics_server = MetricsServer(host=args.metrics_host, port=args.metrics_port,
                                        token=token)
-    for url in (args.bus, getattr(args, "config_store", None)):
+    for url in (args.bus, getattr(args, "config_store", None), getattr(args, "dialogs", None)):
         register_secret(_password(url))
     from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
 

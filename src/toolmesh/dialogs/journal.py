@@ -114,6 +114,8 @@ class Begun:
     fresh: bool
     #: its client had stopped waiting: the dialog is now :data:`ABANDONED` and must not run
     expired: bool
+    #: seconds until its client stops waiting (``None``: no deadline)
+    remaining: float | None = None
 
 
 @runtime_checkable

@@ -32,6 +32,8 @@ from toolmesh.urls import mask_url
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 _DDL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('toolmesh.dialogs'))"
 _SWEEP_EVERY = 100
+#: seconds until the dialog's client stops waiting, by the server's clock
+_REMAINING = "extract(epoch FROM due - clock_timestamp())::float8 AS remaining"
 _COLUMNS = ("id, workspace, \"user\", question, status, started, updated, due, steps,"
             " tool_calls, in_token, out_token, request")
 
@@ -158,14 +160,17 @@ class PostgresDialogJournal:
                     f"INSERT INTO {self._dialogs} (id, workspace, \"user\", question, status,"
                     " request, due) VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp() +"
                     " make_interval(secs => $7)) ON CONFLICT (id) DO NOTHING"
-                    f" RETURNING {_COLUMNS}", id, workspace, user, question, RUNNING,
-                    json.dumps(request, ensure_ascii=False), timeout)
+                    f" RETURNING {_COLUMNS}, {_REMAINING}", id, workspace, user, question,
+                    RUNNING, json.dumps(request, ensure_ascii=False), timeout)
                 if row is not None:
-                    return Begun(dialog=_dialog(row), entries=[], fresh=True, expired=False)
+                    return Begun(dialog=_dialog(row), entries=[], fresh=True, expired=False,
+                                 remaining=row["remaining"])
                 # FOR UPDATE: two deliveries of one request taking it up at once are ordered
                 row = await conn.fetchrow(
-                    f"SELECT {_COLUMNS}, (status = $2 AND due < clock_timestamp()) AS expired"
+                    f"SELECT {_COLUMNS}, {_REMAINING},"
+                    " (status = $2 AND due < clock_timestamp()) AS expired"
                     f" FROM {self._dialogs} WHERE id = $1 FOR UPDATE", id, RUNNING)
+                remaining = row["remaining"]
                 if row["expired"]:
                     row = await conn.fetchrow(
                         f"UPDATE {self._dialogs} SET status = $2, updated = clock_timestamp()"
@@ -177,7 +182,7 @@ class PostgresDialogJournal:
                     f"SELECT seq, at, kind, body FROM {self._entries} WHERE dialog = $1"
                     " ORDER BY seq", id)
                 return Begun(dialog=_dialog(row), entries=[_entry(r) for r in entries],
-                             fresh=False, expired=expired)
+                             fresh=False, expired=expired, remaining=remaining)
         except _DB_ERRORS as e:
             raise self._error(e) from None
 

@@ -219,11 +219,13 @@ class SQLiteDialogJournal:
         row = db.execute(f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE id = ?",
                          (id,)).fetchone()
         dialog = _dialog(row)
+        remaining = db.execute(
+            "SELECT (julianday(due) - julianday('now')) * 86400.0 FROM toolmesh_dialogs"
+            " WHERE id = ?", (id,)).fetchone()[0]
         if inserted:
-            return Begun(dialog=dialog, entries=[], fresh=True, expired=False)
-        expired = bool(dialog.running and db.execute(
-            f"SELECT due IS NOT NULL AND due < {_NOW} FROM toolmesh_dialogs WHERE id = ?",
-            (id,)).fetchone()[0])
+            return Begun(dialog=dialog, entries=[], fresh=True, expired=False,
+                         remaining=remaining)
+        expired = dialog.running and remaining is not None and remaining < 0
         if expired:
             db.execute(f"UPDATE toolmesh_dialogs SET status = ?, updated = {_NOW} WHERE id = ?",
                        (ABANDONED, id))
@@ -233,7 +235,8 @@ class SQLiteDialogJournal:
         entries = [_entry(r) for r in db.execute(
             "SELECT seq, at, kind, body FROM toolmesh_dialog_entries WHERE dialog = ?"
             " ORDER BY seq", (id,))]
-        return Begun(dialog=dialog, entries=entries, fresh=False, expired=expired)
+        return Begun(dialog=dialog, entries=entries, fresh=False, expired=expired,
+                     remaining=remaining)
 
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
                      steps: int | None = None, tool_calls: int | None = None) -> None:

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from toolmesh.errors import RequestTimeout, ServiceError
 from toolmesh.mcp.errors import McpError
 from toolmesh.rpc import deadline
-from toolmesh.telemetry import tracing
 
 if TYPE_CHECKING:
     import mcp_types
@@ -126,7 +125,8 @@ class CallProgress:
         await self._relayed.wait()
 
     async def call(self, session: ClientSession, server: McpServer, arguments: dict[str, Any],
-                   *, cap: float) -> mcp_types.CallToolResult:
+                   *, cap: float, meta: dict[str, Any] | None = None,
+                   ) -> mcp_types.CallToolResult:
         """Call ``server.remote_name`` under this deadline.
 
         ``cap`` is the SDK's own timeout, the hard limit of the caller (the session pool);
@@ -140,7 +140,7 @@ class CallProgress:
                     return await session.call_tool(server.remote_name, arguments,
                                                    read_timeout_seconds=cap,
                                                    progress_callback=self.on_progress,
-                                                   meta=tracing.mcp_meta())
+                                                   meta=meta)
                 finally:
                     self._scope = None
         except TimeoutError:

@@ -46,6 +46,7 @@ from toolmesh.logs import register_secret
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.connection import RemoteTool
 from toolmesh.mcp.errors import InvalidArguments, McpError
+from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp.notices import (
     MCP_TOOL_NOTIFY_QUEUE,
     NoticeSender,
@@ -271,8 +272,10 @@ class McpToolService(Service):
             # progress moves the deadline and may be streamed back (mcp/progress.py)
             progress = call_progress(request, timeout=timeout, default_max=self.max_call_timeout,
                                      reply=reply)
+            key = request.get(IDEMPOTENCY_KEY)
             result = await self.pool.call_tool(server, parameters, timeout=timeout,
-                                               progress=progress)
+                                               progress=progress,
+                                               key=key if isinstance(key, str) else None)
             await progress.settled()
             await reply(self._result_response(server, result))
         else:
@@ -330,15 +333,18 @@ class McpToolClient(RpcClient):
     async def invoke(self, name: str, parameters: Mapping[str, Any], *,
                      timeout: float = 60.0, max_timeout: float | None = None,
                      on_progress: ProgressSink | None = None,
-                     workspace: str | None = None) -> str:
+                     workspace: str | None = None, key: str | None = None) -> str:
         """The tool's text, or the JSON text of its structured result; ``name`` is an mcp
-        item of ``workspace`` (default: the service's).
+        item of ``workspace`` (default: the service's); ``key``: the call's idempotency key,
+        passed to the server in the call's ``_meta`` (docs/dialogs.md).
 
         With ``on_progress``, the server's progress reports go there as they come, and each
         pushes ``timeout`` back, up to ``max_timeout`` (default: ``timeout``)."""
         body: dict[str, Any] = {"name": name, "parameters": dict(parameters), "timeout": timeout}
         if workspace is not None:
             body["workspace"] = workspace
+        if key is not None:
+            body[IDEMPOTENCY_KEY] = key
         if on_progress is not None:
             answer = await stream_call(self._rpc, body, timeout=timeout,
                                        max_timeout=max(max_timeout or timeout, timeout),

@@ -41,6 +41,7 @@ from toolmesh.mcp.errors import (
     needs_task_augmentation,
     never_reached_server,
 )
+from toolmesh.mcp.meta import call_meta
 from toolmesh.mcp.notices import ToolsChanged
 from toolmesh.mcp.progress import CallProgress
 from toolmesh.mcp.results import McpResult, to_result
@@ -91,8 +92,11 @@ class SessionPool:
         self._closed = False
 
     async def call_tool(self, server: McpServer, arguments: dict[str, Any], *,
-                        timeout: float, progress: CallProgress | None = None) -> McpResult:
+                        timeout: float, progress: CallProgress | None = None,
+                        key: str | None = None) -> McpResult:
         """Call ``server.remote_name`` with ``arguments``; :class:`McpError` if it cannot.
+        ``key``: the call's idempotency key, sent in its ``_meta``
+        (:data:`~toolmesh.mcp.meta.IDEMPOTENCY_KEY`).
 
         With ``progress`` the call carries a progressToken and the server's progress moves
         its deadline, up to ``progress.max_timeout`` (:mod:`toolmesh.mcp.progress`)."""
@@ -103,11 +107,11 @@ class SessionPool:
             try:
                 if progress is not None:
                     result = to_result(await progress.call(session, server, arguments,
-                                                           cap=remaining))
+                                                           cap=remaining, meta=call_meta(key)))
                 else:
                     result = to_result(await session.call_tool(
                         server.remote_name, arguments, read_timeout_seconds=remaining,
-                        meta=tracing.mcp_meta()))
+                        meta=call_meta(key)))
             except MCPError as e:
                 if e.error.code == mcp_types.INVALID_PARAMS:
                     self._tools_changed(conn)

@@ -26,6 +26,7 @@ import time
 import types
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
@@ -45,6 +46,16 @@ Reply = Callable[[dict[str, Any]], Awaitable[None]]
 
 #: the span of a request when tracing is off
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+#: the ``id`` of the request being handled (what a broker delivering it again keeps)
+_request_id: ContextVar[str | None] = ContextVar("toolmesh_request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The ``id`` of the request the calling handler is answering, if it has one: the same
+    on every delivery of the request, so a handler can tell a redelivery (the agent's
+    dialog journal does)."""
+    return _request_id.get()
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> None:
@@ -141,6 +152,14 @@ class Service(ABC):
         text = str(error)
         return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
+    @property
+    def reply_producer(self) -> Producer:
+        """The producer of the response queue (for answers the service sends of its own
+        accord, such as a dialog it takes up again; :meth:`start` opens it)."""
+        if self._producer is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._producer
+
     async def start(self) -> None:
         """Open the response producer, then start consuming requests."""
         if self._subscription is not None:
@@ -204,6 +223,7 @@ class Service(ABC):
         # calls made for this request end before its caller's deadline (in this handler's
         # own context: a task's, or a copy the bus made for it)
         token = None if due is None else deadline.enter(due)
+        id_token = _request_id.set(request_id) if request_id is not None else None
         error: dict[str, str] | None = None
         # no span unless tracing is on (the name and attributes are not even looked at)
         with (tracing.span(self._span_name, kind="server", parent=properties,
@@ -226,6 +246,8 @@ class Service(ABC):
             finally:
                 if token is not None:
                     deadline.leave(token)
+                if id_token is not None:
+                    _request_id.reset(id_token)
             if error is not None:
                 await reply(self.error_response(error))
                 if span is not None:

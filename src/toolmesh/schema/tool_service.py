@@ -18,10 +18,15 @@ from toolmesh.schema.json_object import json_object
 DEFAULT_USER = "trustgraph"
 
 
+#: the request field carrying a call's idempotency key (docs/dialogs.md)
+IDEMPOTENCY_KEY = "idempotency-key"
+
+
 def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any],
-            workspace: str | None = None) -> dict[str, str]:
+            workspace: str | None = None, key: str | None = None) -> dict[str, str]:
     """Build a request; ``config`` and ``arguments`` travel JSON-encoded. ``workspace``: the
-    caller's, beside ``user`` (a field services that do not know it ignore)."""
+    caller's, beside ``user``; ``key``: the call's idempotency key, the same on every attempt
+    of one call (fields services that do not know them ignore)."""
     # dicts as they are (the usual case): orjson encodes only dicts as objects
     body = {"user": user,
             "config": json_codec.dumps(config if type(config) is dict else dict(config)).decode(),
@@ -29,6 +34,8 @@ def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any
                 arguments if type(arguments) is dict else dict(arguments)).decode()}
     if workspace is not None:
         body["workspace"] = workspace
+    if key is not None:
+        body[IDEMPOTENCY_KEY] = key
     return body
 
 

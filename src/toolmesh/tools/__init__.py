@@ -3,7 +3,7 @@ examples."""
 
 from toolmesh.tools.client import ToolServiceClient
 from toolmesh.tools.definition import Argument, ConfigParam, Tool, ToolServiceDefinition
-from toolmesh.tools.service import DynamicToolService
+from toolmesh.tools.service import DynamicToolService, call_key
 
 __all__ = ["Argument", "ConfigParam", "DynamicToolService", "Tool", "ToolServiceClient",
-           "ToolServiceDefinition"]
+           "ToolServiceDefinition", "call_key"]

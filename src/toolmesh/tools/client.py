@@ -33,10 +33,12 @@ class ToolServiceClient(RpcClient):
 
     async def call(self, *, user: str, config: Mapping[str, Any] | None = None,
                    arguments: Mapping[str, Any] | None = None,
-                   timeout: float | None = DEFAULT_TIMEOUT, workspace: str | None = None) -> str:
-        """The whole observation (the pieces of a streamed answer, joined)."""
+                   timeout: float | None = DEFAULT_TIMEOUT, workspace: str | None = None,
+                   key: str | None = None) -> str:
+        """The whole observation (the pieces of a streamed answer, joined); ``key``: the
+        call's idempotency key."""
         body = wire.request(user=user, config=config or {}, arguments=arguments or {},
-                            workspace=workspace)
+                            workspace=workspace, key=key)
         return "".join([_text(response)
                         for response in await self._rpc.collect(body, timeout=timeout)])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import types
+from contextvars import ContextVar
 from typing import Any, ClassVar
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
@@ -22,6 +23,16 @@ from toolmesh.rpc.service import Reply, Service
 from toolmesh.schema import tool_service as wire
 from toolmesh.tools.definition import ToolServiceDefinition
 from toolmesh.tools.queues import resolve_queues
+
+_call_key: ContextVar[str | None] = ContextVar("toolmesh_call_key", default=None)
+
+
+def call_key() -> str | None:
+    """The idempotency key of the call :meth:`DynamicToolService.invoke` is computing, when
+    the caller sent one (an agent's calls carry one): the same on every attempt of one call —
+    a broker delivering the request again, an agent taken up again after a crash — so a tool
+    that acts on the world can do it once per key (docs/dialogs.md)."""
+    return _call_key.get()
 
 
 class DynamicToolService(Service):
@@ -130,6 +141,15 @@ class DynamicToolService(Service):
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         user, config, arguments = wire.parse_request(request)
+        key = request.get(wire.IDEMPOTENCY_KEY)
+        token = _call_key.set(key if isinstance(key, str) and key else None)
+        try:
+            await self._answer(user, config, arguments, reply)
+        finally:
+            _call_key.reset(token)
+
+    async def _answer(self, user: str, config: dict[str, Any], arguments: dict[str, Any],
+                      reply: Reply) -> None:
         result = self.invoke(user, config, arguments)
         if isinstance(result, types.CoroutineType):  # an async def invoke(), the usual kind
             result = await result

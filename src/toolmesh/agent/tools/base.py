@@ -35,6 +35,10 @@ class Call:
     max_timeout: float | None = None
     #: where the tool's progress reports go (the dialog's stream); ``None``: nobody listens
     progress: Callable[[Progress], Awaitable[None]] | None = None
+    #: the call's idempotency key: the same on every attempt of this one call (a dialog
+    #: taken up again after a crash makes a call in flight again), so a tool that acts on
+    #: the world can do it once (docs/dialogs.md); ``None``: not a dialog's call
+    key: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

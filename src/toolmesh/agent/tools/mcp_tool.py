@@ -90,7 +90,7 @@ class McpTool(Tool):
             return str(await self.client.invoke(self.mcp_id, arguments, timeout=call.timeout,
                                                 max_timeout=call.max_timeout,
                                                 on_progress=call.progress,
-                                                workspace=self.workspace))
+                                                workspace=self.workspace, key=call.key))
         except RequestError as e:
             if e.type == INVALID_ARGUMENTS:
                 # the server's schema and ours disagree: ours is stale, read it before the

@@ -36,7 +36,8 @@ class ToolServiceTool(Tool):
             raise ToolError(f"no live instance of tool service {self.service_id}")
         client = await self.client()
         return await client.call(user=call.user, config=self.config, arguments=arguments,
-                                      timeout=call.timeout, workspace=self.workspace)
+                                 timeout=call.timeout, workspace=self.workspace,
+                                 key=call.key)
 
 
 async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> Tool:

@@ -1,0 +1,171 @@
+"""A dialog's journal as the agent writes it and reads it back (docs/dialogs.md).
+
+The loop tells :class:`DialogLog` what happens; it writes the entries of
+:mod:`toolmesh.dialogs.journal` in as few transactions as durability allows: a step's reply
+is written, with whatever came before it, before any of its calls runs — so a dialog taken up
+again knows every call that may have been made, with its id — and the results, the end of the
+step and the answer go with the next write. :func:`resumption` turns the entries back into the
+loop's state: the turns so far, and the calls of the last reply that have no result yet
+(made again, with the same idempotency keys).
+
+A journal that fails does not fail the dialog: the dialog goes on unrecorded, with a warning
+(the history is there to keep work, not to stop it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolmesh.agent.strategies import CallRequest, Calls, Unusable, Wrap
+from toolmesh.agent.transcript import CallRecord, Turn
+from toolmesh.dialogs import DialogJournal, Entry, JournalError
+
+log = logging.getLogger("toolmesh.agent")
+
+
+class DialogLog:
+    """The journal of one dialog (``journal=None``: nothing is recorded), and the
+    idempotency keys of its calls."""
+
+    def __init__(self, journal: DialogJournal | None, id: str) -> None:
+        self.journal = journal
+        self.id = id
+        self.tool_calls = 0
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        #: the pieces of the answer streamed so far (the last message holds only the last)
+        self._answer: list[str] = []
+
+    def told(self, message: dict[str, Any]) -> None:
+        """A message went to the client (its answer pieces are kept for the end entry)."""
+        if self.journal is not None and message.get("message_type") == "answer":
+            self._answer.append(str(message.get("content") or ""))
+
+    def key(self, step: int, call: str) -> str:
+        """The idempotency key of call ``call`` of step ``step``: the same whenever the
+        dialog is taken up again (a model may reuse its call ids from step to step)."""
+        return f"{self.id}/{step}/{call}"
+
+    def reply(self, step: int, decision: Calls | Unusable) -> None:
+        """What the model decided in ``step`` (written before its calls run: :meth:`flush`)."""
+        if self.journal is None:
+            return
+        body: dict[str, Any] = {"step": step, "thought": decision.thought, "raw": decision.raw}
+        if isinstance(decision, Calls):
+            body["calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments,
+                              **({"problem": c.problem} if c.problem is not None else {})}
+                             for c in decision.calls]
+        else:
+            body["problem"] = decision.problem
+        self._pending.append(("reply", body))
+
+    def result(self, step: int, record: CallRecord, seconds: float | None) -> None:
+        if self.journal is None:
+            return
+        self.tool_calls += 1
+        self._pending.append(("result", {
+            "step": step, "call": record.id, "name": record.name,
+            "arguments": record.arguments, "observation": record.observation, "ok": record.ok,
+            "redundant": record.redundant,
+            "seconds": None if seconds is None else round(seconds, 6)}))
+
+    def turn(self, step: int, state: str | None, wrap: Wrap | None) -> None:
+        if self.journal is None:
+            return
+        self._pending.append(("turn", {"step": step, "state": state, "wrap": wrap}))
+
+    async def flush(self, *, steps: int | None = None) -> None:
+        """Write what is pending (before a step's calls run)."""
+        if self.journal is None or not self._pending:
+            return
+        entries, self._pending = self._pending, []
+        try:
+            await self.journal.append(self.id, entries, steps=steps, tool_calls=self.tool_calls)
+        except JournalError as e:
+            self._give_up(e)
+
+    async def end(self, message: dict[str, Any], *, steps: int) -> None:
+        """The dialog's last message, before the client gets it."""
+        if self.journal is None:
+            return
+        if message.get("message_type") == "answer":
+            self._answer.append(str(message.get("content") or ""))
+        end = {"message": message, "answer": "".join(self._answer)}
+        entries, self._pending = [*self._pending, ("end", end)], []
+        error = message.get("error")
+        status = "answer" if message.get("message_type") == "answer" else (
+            str(error.get("type") or "error") if isinstance(error, dict) else "error")
+        try:
+            await self.journal.finish(self.id, status=status, entries=entries, steps=steps,
+                                      tool_calls=self.tool_calls,
+                                      in_token=message.get("in_token"),
+                                      out_token=message.get("out_token"))
+        except JournalError as e:
+            self._give_up(e)
+
+    def _give_up(self, e: JournalError) -> None:
+        log.warning("dialog %s goes on unrecorded: %s", self.id, e.message)
+        self.journal = None
+
+
+@dataclass(kw_only=True)
+class Resumption:
+    """Where a dialog taken up again stands, from its journal."""
+
+    turns: list[Turn] = field(default_factory=list)
+    state: str | None = None
+    wrap: Wrap | None = None
+    #: the steps that were completed
+    steps: int = 0
+    #: the last reply's calls, when its step did not complete: they run (again) first
+    pending: Calls | None = None
+    #: the results of ``pending``'s calls that were recorded, by call id: not run again
+    known: dict[str, CallRecord] = field(default_factory=dict)
+    tool_calls: int = 0
+    #: the dialog's last message, when it had ended (an answer with the whole answer)
+    end: dict[str, Any] | None = None
+
+
+def resumption(entries: Sequence[Entry], *, state: str | None = None) -> Resumption:
+    """The loop's state after ``entries`` (``state``: the request's, before any step)."""
+    out = Resumption(state=state)
+    reply: dict[str, Any] | None = None
+    results: dict[str, CallRecord] = {}
+    for entry in entries:
+        body = entry.body
+        if entry.kind == "reply":
+            reply, results = body, {}
+        elif entry.kind == "result":
+            out.tool_calls += 1
+            results[str(body.get("call"))] = CallRecord(
+                id=str(body.get("call")), name=str(body.get("name")),
+                arguments=body.get("arguments"), observation=str(body.get("observation")),
+                ok=bool(body.get("ok")), redundant=bool(body.get("redundant")))
+        elif entry.kind == "turn" and reply is not None:
+            out.turns.append(_turn(reply, results))
+            out.state, out.wrap = body.get("state"), body.get("wrap")
+            out.steps = int(body.get("step") or out.steps + 1)
+            reply, results = None, {}
+        elif entry.kind == "end" and isinstance(body.get("message"), dict):
+            # told again whole: the client asking again may have missed any piece of it
+            out.end = {**body["message"], **({"content": body["answer"]}
+                                             if body.get("answer") else {})}
+    if reply is not None and "calls" in reply:
+        out.pending = Calls(thought=str(reply.get("thought") or ""), raw=reply.get("raw"),
+                            calls=tuple(CallRequest(id=str(c["id"]), name=str(c["name"]),
+                                                    arguments=c.get("arguments"),
+                                                    problem=c.get("problem"))
+                                        for c in reply["calls"]))
+        out.known = results
+    return out
+
+
+def _turn(reply: dict[str, Any], results: dict[str, CallRecord]) -> Turn:
+    thought, raw = str(reply.get("thought") or ""), reply.get("raw")
+    if "problem" in reply:
+        return Turn(thought=thought, problem=f"Error: {reply['problem']}", raw=raw)
+    calls = tuple(results[str(c["id"])] for c in reply.get("calls", ())
+                  if str(c["id"]) in results)
+    return Turn(thought=thought, calls=calls, raw=raw)

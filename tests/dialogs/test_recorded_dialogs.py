@@ -1,0 +1,264 @@
+"""Dialogs recorded as they go, and taken up again from their journal: the whole agent stack
+(config, text-completion with a scripted model, prompt, agent, a tool service) on a bus, the
+journal in a real SQLite file.
+
+A redelivered request is sent as a broker sends it: the same body under the same ``id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent.stack import Stack, agent_stack, answer_of, observations
+from tests.conftest import Backend
+from toolmesh import DynamicToolService, RequestClient, RequestError
+from toolmesh.dialogs import RUNNING, DialogJournal, open_journal
+from toolmesh.llm import Rule, ScriptedLLM
+from toolmesh.schema.agent import is_final
+from toolmesh.tools import call_key
+
+#: after a step, end with the last observation
+FINISH = Rule(r"\nObservation: (?P<obs>[^\n]*)\n\nYour reply", "Thought: done\nFinal Answer: {obs}")
+ACT = 'Thought: it must be sent\nAction: send\nArgs: {"to": "bob"}'
+
+
+class Mailer(DynamicToolService):
+    """Sends a mail once per idempotency key, as a tool that acts on the world should; counts
+    every attempt and every mail. ``hold``: attempts wait until the gate opens."""
+
+    def __init__(self, *args: Any, hold: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.attempts: list[str | None] = []
+        self.sent: dict[str, str] = {}
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+        if not hold:
+            self.gate.set()
+
+    async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
+        key = call_key()
+        self.attempts.append(key)
+        self.entered.set()
+        await self.gate.wait()
+        assert key is not None
+        if key not in self.sent:
+            self.sent[key] = f"mail to {arguments['to']} #{len(self.sent) + 1}"
+        return self.sent[key]
+
+
+@asynccontextmanager
+async def mailer(s: Stack, *, hold: bool = False) -> AsyncIterator[Mailer]:
+    topic = s.backend.topic("mailer")
+    async with Mailer(s.agent.bus, topic=topic, hold=hold) as m:
+        await s.put({("tool-service", "mailer"): {
+                         "id": "mailer", "request-queue": f"non-persistent://tg/request/{topic}",
+                         "response-queue": f"non-persistent://tg/response/{topic}"},
+                     ("tool", "send"): {"type": "tool-service", "name": "send",
+                                        "service": "mailer", "description": "sends a mail",
+                                        "arguments": [{"name": "to", "type": "string",
+                                                       "description": "whom to"}]}})
+        yield m
+
+
+@pytest.fixture
+async def journal(tmp_path: Path) -> AsyncIterator[DialogJournal]:
+    j = await open_journal(str(tmp_path / "dialogs.db"))
+    yield j
+    await j.close()
+
+
+async def deliver(s: Stack, id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """``body`` delivered under ``id`` (as a broker delivers a request again); every message
+    the agent answers it with, to the last."""
+    bus = await s.backend.connect()
+    request_queue, response_queue = s.agent.request_queue, s.agent.response_queue
+    got: list[dict[str, Any]] = []
+    done = asyncio.Event()
+
+    async def on(message: Any) -> None:
+        if message.properties.get("id") == id:
+            got.append(message.json())
+            if is_final(got[-1]):
+                done.set()
+
+    sub = await bus.subscribe(response_queue, on, subscription=f"test-{id}")
+    try:
+        producer = await bus.producer(request_queue)
+        await producer.send(body, properties={"id": id, "timeout": "30"})
+        async with asyncio.timeout(20):
+            await done.wait()
+    finally:
+        await sub.close()
+    return got
+
+
+async def test_a_dialog_is_recorded_step_by_step_and_its_calls_carry_stable_keys(
+        backend: Backend, tmp_path: Path, journal: DialogJournal) -> None:
+    llm = ScriptedLLM([ACT], rules=[FINISH])
+    async with agent_stack(backend, tmp_path, llm, journal=journal) as s, mailer(s) as m:
+        messages = await deliver(s, "dialog-1", {"question": "mail bob", "user": "alice"})
+    assert answer_of(messages) == "mail to bob #1"
+    found = await journal.get("dialog-1")
+    assert found is not None
+    dialog, entries = found
+    assert (dialog.status, dialog.user, dialog.question, dialog.steps, dialog.tool_calls) == (
+        "answer", "alice", "mail bob", 2, 1)
+    assert dialog.in_token is not None and dialog.in_token > 0
+    assert [e.kind for e in entries] == ["reply", "result", "turn", "end"]
+    call = entries[0].body["calls"][0]
+    assert (call["name"], call["arguments"]) == ("send", {"to": "bob"})
+    assert entries[1].body["observation"] == "mail to bob #1" and entries[1].body["ok"]
+    assert entries[3].body["answer"] == "mail to bob #1"
+    # the key: the dialog, the step, the call's id
+    assert m.attempts == [f"dialog-1/1/{call['id']}"]
+
+
+async def test_a_request_delivered_again_after_its_dialog_ended_gets_the_answer_again(
+        memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
+    llm = ScriptedLLM([ACT], rules=[FINISH])
+    async with agent_stack(memory, tmp_path, llm, journal=journal) as s, mailer(s) as m:
+        body = {"question": "mail bob", "streaming": True}
+        first = await deliver(s, "dialog-2", body)
+        asked = len(llm.prompts)
+        again = await deliver(s, "dialog-2", body)
+    assert answer_of(first) == "mail to bob #1"
+    assert again == [{**first[-1], "content": "mail to bob #1"}]  # the whole answer, at once
+    assert len(llm.prompts) == asked and len(m.attempts) == 1  # nothing ran again
+
+
+async def test_an_agent_that_died_mid_call_is_taken_up_where_it_stopped(
+        memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
+    """The first agent dies while the call is in flight; the request comes again to a new
+    agent: the model is not asked for that step again, the call is made again with the same
+    key (the mailer sends once), and the dialog ends."""
+    llm = ScriptedLLM([ACT], rules=[FINISH])
+    body = {"question": "mail bob", "user": "alice"}
+    async with agent_stack(memory, tmp_path, llm, journal=journal) as first:
+        topic = first.topic
+        async with mailer(first, hold=True) as m:
+            dying = asyncio.ensure_future(deliver(first, "dialog-3", body))
+            async with asyncio.timeout(10):
+                await m.entered.wait()
+            dying.cancel()
+            first.agent.drain_timeout = 0.0  # no drain: cut off where it is, as by a kill
+            await first.agent.stop()  # what a kill leaves: the call sent, no result
+            m.gate.set()
+            await asyncio.sleep(0)
+            _, entries = await journal.get("dialog-3") or (None, [])
+            assert [e.kind for e in entries] == ["reply"], [(e.kind, e.body) for e in entries]
+            prompts_before = len(llm.prompts)
+            async with agent_stack(memory, tmp_path, llm, journal=journal,
+                                   queues_of=topic) as second:
+                messages = await deliver(second, "dialog-3", body)
+    assert answer_of(messages) == "mail to bob #1"
+    assert observations(messages) == ["mail to bob #1"]
+    assert len(m.attempts) == 2 and m.attempts[0] == m.attempts[1]  # the same key
+    assert len(m.sent) == 1  # and so one mail
+    assert len(llm.prompts) == prompts_before + 1  # only the step after the call
+    dialog, entries = await journal.get("dialog-3") or (None, [])
+    assert dialog is not None and dialog.status == "answer"
+    assert [e.kind for e in entries] == ["reply", "result", "turn", "end"]
+
+
+async def test_a_call_whose_result_was_recorded_is_never_made_again(
+        memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
+    """Two calls; the agent dies after the first result was recorded, during the second
+    step's LLM request: taken up, the first call is not made again."""
+    llm = ScriptedLLM([ACT], rules=[
+        Rule(r"Observation: mail to bob #1\n\nYour reply", 'Thought: and carol\nAction: send\n'
+                                                            'Args: {"to": "carol"}'),
+        FINISH])
+    body = {"question": "mail bob then carol"}
+    async with agent_stack(memory, tmp_path, llm, journal=journal) as first:
+        async with mailer(first) as m:
+            dying = asyncio.ensure_future(deliver(first, "dialog-4", body))
+            async with asyncio.timeout(10):
+                while len(m.attempts) < 2:  # the second call has begun: the first is recorded
+                    await asyncio.sleep(0.01)
+            dying.cancel()
+            first.agent.drain_timeout = 0.0
+            await first.agent.stop()
+            async with agent_stack(memory, tmp_path, llm, journal=journal,
+                                   queues_of=first.topic) as second:
+                messages = await deliver(second, "dialog-4", body)
+    assert answer_of(messages) == "mail to carol #2"
+    keys = m.attempts
+    assert len(set(keys)) == 2 and keys.count(keys[0]) == 1  # bob's call: once
+    assert [to for to in m.sent.values()] == ["mail to bob #1", "mail to carol #2"]
+
+
+async def test_a_request_taken_up_after_its_client_stopped_waiting_is_not_run(
+        memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
+    llm = ScriptedLLM([ACT], rules=[FINISH])
+    await journal.begin("dialog-5", workspace="default", user="alice", question="mail bob",
+                        request={"question": "mail bob"}, timeout=0.01)
+    await asyncio.sleep(0.1)
+    async with agent_stack(memory, tmp_path, llm, journal=journal) as s, mailer(s) as m:
+        messages = await deliver(s, "dialog-5", {"question": "mail bob"})
+    assert messages[-1]["error"]["type"] == "timeout"
+    assert m.attempts == [] and llm.prompts == []
+    dialog, _ = await journal.get("dialog-5") or (None, [])
+    assert dialog is not None and dialog.status == "abandoned"
+
+
+async def test_an_embedded_agent_takes_up_its_unfinished_dialogs_when_it_starts(
+        memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
+    """On a bus that does not deliver requests again (the memory bus died with them), the
+    agent takes up at start what its journal holds as running."""
+    llm = ScriptedLLM([ACT], rules=[FINISH])
+    body = {"question": "mail bob"}
+    async with agent_stack(memory, tmp_path, llm, journal=journal) as first:
+        async with mailer(first, hold=True) as m:
+            dying = asyncio.ensure_future(deliver(first, "dialog-6", body))
+            async with asyncio.timeout(10):
+                await m.entered.wait()
+            dying.cancel()
+            first.agent.drain_timeout = 0.0
+            await first.agent.stop()
+            m.gate.set()
+            first.agent.take_up_unfinished = True
+            # the same agent started again, as `toolmesh serve` restarted would be
+            await first.agent.start()
+            async with asyncio.timeout(20):
+                while (await journal.get("dialog-6") or (None,))[0].status == RUNNING:  # type: ignore[union-attr]
+                    await asyncio.sleep(0.02)
+    dialog, entries = await journal.get("dialog-6") or (None, [])
+    assert dialog is not None and dialog.status == "answer"
+    assert entries[-1].body["answer"] == "mail to bob #1"
+    assert len(m.sent) == 1
+
+
+async def test_dialogs_are_listed_and_shown_per_workspace(
+        memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
+    llm = ScriptedLLM([ACT], rules=[FINISH])
+    async with agent_stack(memory, tmp_path, llm, journal=journal) as s, mailer(s):
+        await deliver(s, "dialog-7", {"question": "mail bob"})
+        await s.put({("tool", "x"): {"type": "tool-service", "name": "x", "service": "none",
+                                     "description": "x"}}, workspace="other")
+        client = RequestClient(await memory.connect(), request_queue=s.dialogs_queues[0],
+                               response_queue=s.dialogs_queues[1])
+        async with client:
+            listed = await client.request({"operation": "list"}, timeout=10)
+            shown = await client.request({"operation": "show", "id": "dialog-7"}, timeout=10)
+            elsewhere = await client.request({"operation": "list", "workspace": "other"},
+                                             timeout=10)
+            with pytest.raises(RequestError) as missing:
+                await client.request({"operation": "show", "id": "dialog-7",
+                                      "workspace": "other"}, timeout=10)
+            with pytest.raises(RequestError) as bad:
+                await client.request({"operation": "drop"}, timeout=10)
+    assert [d["id"] for d in listed["dialogs"]] == ["dialog-7"]
+    assert listed["dialogs"][0]["status"] == "answer"
+    assert [e["kind"] for e in shown["dialog"]["entries"]] == ["reply", "result", "turn", "end"]
+    assert shown["dialog"]["request"] == {"question": "mail bob"}
+    assert elsewhere["dialogs"] == []
+    assert missing.value.type == "not-found"
+    assert bad.value.type == "bad-request" and "list, show" in bad.value.message
+    json.dumps(shown)  # what the gateway relays is JSON
