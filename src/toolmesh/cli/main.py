@@ -12,6 +12,7 @@ from toolmesh.cli import (
     completion,
     config_cmd,
     demo,
+    dialogs_cmd,
     loop,
     mcp_cmd,
     serve,
@@ -64,6 +65,7 @@ def build_parser() -> Parser:
     tool_service_cmd.add_parser(commands)
     tools_cmd.add_parser(commands)
     services_cmd.add_parser(commands)
+    dialogs_cmd.add_parser(commands)
     token_cmd.add_parser(commands)
     completion.add_parser(commands)
     return parser

@@ -28,6 +28,8 @@ DEFAULT_DEADLINES: Mapping[str, float] = MappingProxyType({
     "agent-tools": 30.0,
     # answered from what the agent holds: nothing to wait for but the agent itself
     "agent-services": 30.0,
+    # one read of the dialog journal
+    "dialogs": 30.0,
     # one LLM answer: a whole one fails at the provider's 120 s first (its error, not ours,
     # reaches the caller); a streamed one may take longer while its pieces keep coming
     "prompt": 300.0,
@@ -41,6 +43,8 @@ HINTS: Mapping[str, str] = MappingProxyType({
     "mcp-tool": "is `toolmesh run mcp-tool` running for this flow?",
     "agent-tools": "is `toolmesh run agent` running for this flow? (the agent answers it)",
     "agent-services": "is `toolmesh run agent` running for this flow? (the agent answers it)",
+    "dialogs": "is `toolmesh run agent` running for this flow, recording dialogs? (the agent "
+               "answers it unless started with --dialogs off)",
     "prompt": "is `toolmesh run prompt` running? (it needs `toolmesh run text-completion`)",
     "text-completion": "is `toolmesh run text-completion` running?",
 })

@@ -37,7 +37,7 @@ log = logging.getLogger("toolmesh.gateway.flows")
 FLOW_TYPE = "flow"
 
 #: the per-flow services the gateway reaches, and their queues (for ``get-flow``)
-FLOW_SERVICES = ("agent", "mcp-tool", "agent-tools", "agent-services", "prompt",
+FLOW_SERVICES = ("agent", "mcp-tool", "agent-tools", "agent-services", "dialogs", "prompt",
                  "text-completion")
 
 

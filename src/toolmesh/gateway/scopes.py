@@ -10,7 +10,7 @@ history; flow (list-flows, get-flow)
 config put, delete                         ``config:write`` in the workspace
 config put of a secret or a stdio item     ``config:write`` and ``admin`` in the workspace
 agent, agent-tools, agent-services,        ``agent`` in the workspace
-prompt, text-completion
+dialogs, prompt, text-completion
 prompt render of a draft ``template``      ``config:write`` in the workspace
 mcp-tool, tool-service                     ``tools:invoke`` in the workspace
 token (create, list, revoke)               ``admin`` (within its own scope, see
@@ -65,7 +65,8 @@ CONFIG_WRITES = frozenset({"put", "delete"})
 CONFIG_EVERYWHERE = frozenset({"getvalues-all-ws", "list-workspaces"})
 SERVICE_NEEDS: dict[str, Capability] = {
     "flow": "config:read",
-    "agent": "agent", "agent-tools": "agent", "agent-services": "agent", "prompt": "agent",
+    "agent": "agent", "agent-tools": "agent", "agent-services": "agent", "dialogs": "agent",
+    "prompt": "agent",
     "text-completion": "agent",
     "mcp-tool": "tools:invoke", "tool-service": "tools:invoke",
 }

@@ -174,6 +174,9 @@ class Gateway:
         self.add(FlowEndpoint(bus, "agent-services",
                               request_queue="request:tg:agent-services:{flow}",
                               response_queue="response:tg:agent-services:{flow}", part="agent"))
+        # the dialogs the agent recorded (docs/dialogs.md), read back from its journal
+        self.add(FlowEndpoint(bus, "dialogs", request_queue="request:tg:dialogs:{flow}",
+                              response_queue="response:tg:dialogs:{flow}", part="agent"))
         self.add(tool_services)
         # TrustGraph's prompt and LLM services, on their wire (TrustGraph's clients stream
         # both over the WebSocket; REST joins a streamed answer into one body)

@@ -89,8 +89,8 @@ One connection multiplexes many requests, each answered by frames carrying its `
 * **Request**: `{"id": "req-1", "service": "config", "workspace"?: "default", "flow"?:
   "default", "timeout"?: seconds, "request": {...}}` — `service` is any service of the REST
   routes (`config`, `flow`, `token`, `iam`, `agent`, `mcp-tool`, `tool-service`,
-  `agent-tools`, `agent-services`, `prompt`, `text-completion`), `request` its REST body and
-  `timeout` what X-Timeout is on REST.
+  `agent-tools`, `agent-services`, `dialogs`, `prompt`, `text-completion`), `request` its
+  REST body and `timeout` what X-Timeout is on REST.
 * **Responses**: `{"id": "req-1", "response": {...}, "complete": false|true}`, one per
   response of the service (a streaming agent, prompt, text-completion or tool service sends
   many; `complete: true` on the last, which also carries the service's `error` if it
@@ -269,6 +269,14 @@ def _paths() -> dict[str, Any]:
             "A config read shows configured items only; this shows both. Answered by the "
             "agent process (`toolmesh run agent`).",
             "AgentServicesRequest", "AgentServicesResponse", per_flow=True),
+        f"{flow}/dialogs": _service(
+            "dialogs", "The dialogs the agent recorded: list them, show one",
+            "The dialogs of the workspace from the agent's journal (docs/dialogs.md): `list` "
+            "gives each one's question, status, steps, tool calls, tokens and times, newest "
+            "first; `show` one dialog with its request and every entry (the model's replies, "
+            "each call's result, the end). Answered by the agent process unless it runs with "
+            "`--dialogs off`.",
+            "DialogsRequest", "DialogsResponse", per_flow=True),
     }
 
 
@@ -289,7 +297,8 @@ def _components() -> dict[str, Any]:
             "Timeout": {"name": "X-Timeout", "in": "header", "required": False,
                         "description": "this request's deadline in seconds, at most the "
                                        "route's own (by default config and flow 10 s, "
-                                       "agent-tools and agent-services 30 s, mcp-tool and "
+                                       "agent-tools, agent-services and dialogs 30 s, "
+                                       "mcp-tool and "
                                        "tool-service 130 s, "
                                        "prompt and text-completion 300 s, agent 600 s; the "
                                        "operator's "

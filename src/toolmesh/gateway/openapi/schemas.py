@@ -529,7 +529,7 @@ def socket_schemas() -> dict[str, Schema]:
             "properties": {
                 "id": request_id,
                 "service": text("a service name: config, flow, token, iam, agent, mcp-tool, "
-                                 "tool-service, agent-tools, agent-services, prompt, "
+                                 "tool-service, agent-tools, agent-services, dialogs, prompt, "
                                  "text-completion"),
                 "flow": text("the flow of a per-flow service (default `default`)"),
                 "workspace": text("the workspace (default `default`)"),

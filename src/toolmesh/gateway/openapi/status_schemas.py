@@ -8,7 +8,50 @@ from toolmesh.gateway.openapi.schemas import WORKSPACE, Schema, ref, text
 
 
 def status_schemas() -> dict[str, Schema]:
-    return {**agent_tools_schemas(), **agent_services_schemas()}
+    return {**agent_tools_schemas(), **agent_services_schemas(), **dialogs_schemas()}
+
+
+def dialogs_schemas() -> dict[str, Schema]:
+    when = {"type": ["string", "null"], "format": "date-time"}
+    count = {"type": ["integer", "null"]}
+    return {
+        "DialogsRequest": {
+            "type": "object", "properties": {
+                "workspace": WORKSPACE,
+                "operation": {"enum": ["list", "show"], "description": "default: list"},
+                "id": text("the dialog to show (`show`)"),
+                "status": text("list only dialogs of this status (`list`): running, answer, "
+                               "abandoned, or an error type"),
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000,
+                          "description": "the most dialogs listed (`list`; default 100)"}}},
+        "Dialog": {
+            "type": "object", "required": ["id", "status"],
+            "properties": {
+                "id": text("the dialog's id: the id of the agent request that began it"),
+                "workspace": text("its workspace"), "user": text("who asked"),
+                "question": text("what was asked"),
+                "status": text("running, answer, abandoned (its client had stopped waiting "
+                               "when it was taken up), or the type of the error it ended with"),
+                "started": when, "updated": when,
+                "due": {**when, "description": "when its client stops waiting"},
+                "steps": count, "tool_calls": count, "in_token": count, "out_token": count,
+                "seconds": {"type": "number", "description": "from its start to its last "
+                                                             "entry"},
+                "request": {"type": "object", "description": "the agent request (`show`)"},
+                "entries": {"type": "array", "description": "its journal (`show`): reply, "
+                                                            "result, turn and end entries",
+                            "items": {"type": "object", "properties": {
+                                "seq": {"type": "integer"}, "at": when,
+                                "kind": {"enum": ["reply", "result", "turn", "end"]},
+                                "body": {"type": "object"}}}}}},
+        "DialogsResponse": {
+            "description": "`dialogs` (list, newest first) or `dialog` (show); or `error` "
+                           "(`not-found`: no such dialog in the workspace, or no longer kept).",
+            "type": "object", "properties": {
+                "workspace": text("the workspace listed"),
+                "dialogs": {"type": "array", "items": ref("Dialog")},
+                "dialog": ref("Dialog"), "error": ref("ServiceError")}},
+    }
 
 
 def agent_tools_schemas() -> dict[str, Schema]:
