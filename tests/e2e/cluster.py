@@ -100,19 +100,21 @@ class Cluster:
         self.procs: dict[str, Proc] = {}
 
     async def start(self, name: str, *args: str, module: str = "toolmesh.cli.main",
-                    ready: str | None = "ready:", timeout: float = 60) -> Proc:
+                    ready: str | None = "ready:", timeout: float = 60,
+                    extra_env: dict[str, str] | None = None) -> Proc:
         """Start ``python -m MODULE ARGS`` and wait until it logs ``ready``."""
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", module, *args, env=env(),
+            sys.executable, "-m", module, *args, env={**env(), **(extra_env or {})},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         p = self.procs[name] = Proc(name, proc)
         if ready is not None:
             await p.wait_for(re.escape(ready), timeout=timeout)
         return p
 
-    async def toolmesh(self, name: str, *args: str, timeout: float = 60) -> Proc:
+    async def toolmesh(self, name: str, *args: str, timeout: float = 60,
+                       extra_env: dict[str, str] | None = None) -> Proc:
         """``toolmesh ARGS`` as a process, once it is ready."""
-        return await self.start(name, *args, timeout=timeout)
+        return await self.start(name, *args, timeout=timeout, extra_env=extra_env)
 
     def logs(self) -> str:
         return "\n".join(f"----- {name} -----\n{p.log()}" for name, p in self.procs.items())

@@ -35,6 +35,9 @@ log = logging.getLogger("toolmesh.agent")
 
 AGENT_REQUEST_QUEUE = "request:tg:agent:default"
 AGENT_RESPONSE_QUEUE = "response:tg:agent:default"
+#: the most seconds a dialog taken up waits for the tools of its calls in flight (the
+#: announcements a replica that has just started has not heard yet: within a heartbeat)
+TAKE_UP_GRACE = 10.0
 
 
 class AgentService(Service):
@@ -224,6 +227,8 @@ class AgentService(Service):
                     if await self._settled(begun.dialog, resumed, begun.expired, reply):
                         return
                     log.info("taking up dialog %s after step %d", id, resumed.steps)
+                    if resumed.pending is not None:
+                        await self._tools_of(resumed, workspace, id)
                 journal, left = DialogLog(self.journal, id), begun.remaining
         try:
             # a dialog taken up again keeps the deadline its client asked for at first
@@ -254,6 +259,23 @@ class AgentService(Service):
                 "client's deadline"}))
             return True
         return dialog.status != RUNNING
+
+    async def _tools_of(self, resumed: Resumption, workspace: str, id: str) -> None:
+        """Wait (a little) until the tools of the calls a dialog taken up makes again are
+        here: a replica that has just started may not have heard their services announce
+        themselves yet, and the model must not be told they do not exist."""
+        assert resumed.pending is not None
+        names = {call.name for call in resumed.pending.calls}
+
+        def present(toolset: ToolSet) -> bool:
+            return names <= {tool.name for tool in toolset.tools.values()}
+
+        try:
+            async with asyncio.timeout(TAKE_UP_GRACE):
+                await self.wait_for_tools(present, workspace=workspace)
+        except TimeoutError:
+            log.warning("dialog %s is taken up without tool(s) %s, still not offered after "
+                        "%g s", id, ", ".join(sorted(names)), TAKE_UP_GRACE)
 
     async def _timed_out(self, journal: DialogLog, reply: Reply | None) -> None:
         end = self.error_response({"type": "timeout", "message": "the dialog did not finish "
