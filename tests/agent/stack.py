@@ -106,13 +106,15 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                       announcements: bool = True,
                       coalescing: Coalescing | None = None,
                       journal: DialogJournal | None = None,
-                      queues_of: str | None = None) -> AsyncIterator[Stack]:
+                      queues_of: str | None = None,
+                      take_up: bool = False) -> AsyncIterator[Stack]:
     """The services an agent needs, on ``backend``. ``joke``: run the joke service (its
     config items come with :meth:`Stack.load_jokes`); ``announce``: it announces itself;
     ``announcements``: the agent listens to announcements; ``coalescing``: how the
     text-completion service and the agent gather a stream's pieces (default: theirs);
     ``journal``: where the agent records its dialogs; ``queues_of``: the topic of an earlier
-    stack whose queues and config this one takes over (an agent restarted)."""
+    stack whose queues and config this one takes over (an agent restarted); ``take_up``: the
+    agent takes up, as it starts, the dialogs its journal holds as running."""
     if coalescing is not None:
         options = dataclasses.replace(options, coalescing=coalescing)
     t = queues_of or backend.topic("stack")
@@ -159,7 +161,7 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                              config_queues=config_queues, options=options,
                              announcement_queues=announcement_queues,
                              announcements=announcements, journal=journal,
-                             dialogs_queues=dialogs)
+                             dialogs_queues=dialogs, take_up_unfinished=take_up)
         await stack.enter_async_context(agent)
         config = await stack.enter_async_context(ConfigClient(bus, timeout=10, request_queue=q["config"][0],
                                                               response_queue=q["config"][1]))

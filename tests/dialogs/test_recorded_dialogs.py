@@ -2,7 +2,9 @@
 (config, text-completion with a scripted model, prompt, agent, a tool service) on a bus, the
 journal in a real SQLite file.
 
-A redelivered request is sent as a broker sends it: the same body under the same ``id``.
+A dialog cut short is taken up by the agent of a restarted stack as it starts (the memory
+bus does not deliver requests again: the embedded deployment's way); a broker's redelivery
+is taken up the same way (tests/e2e/test_durable_dialogs.py, on RabbitMQ).
 """
 
 from __future__ import annotations
@@ -31,22 +33,23 @@ ACT = 'Thought: it must be sent\nAction: send\nArgs: {"to": "bob"}'
 
 class Mailer(DynamicToolService):
     """Sends a mail once per idempotency key, as a tool that acts on the world should; counts
-    every attempt and every mail. ``hold``: attempts wait until the gate opens."""
+    every attempt and every mail. ``hold``: attempts (to those recipients; ``True``: to
+    anyone) wait until the gate opens."""
 
-    def __init__(self, *args: Any, hold: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, hold: bool | set[str] = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.attempts: list[str | None] = []
         self.sent: dict[str, str] = {}
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
-        if not hold:
-            self.gate.set()
+        self.hold = hold
 
     async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
         key = call_key()
         self.attempts.append(key)
-        self.entered.set()
-        await self.gate.wait()
+        if self.hold is True or (self.hold and arguments["to"] in self.hold):
+            self.entered.set()
+            await self.gate.wait()
         assert key is not None
         if key not in self.sent:
             self.sent[key] = f"mail to {arguments['to']} #{len(self.sent) + 1}"
@@ -54,7 +57,7 @@ class Mailer(DynamicToolService):
 
 
 @asynccontextmanager
-async def mailer(s: Stack, *, hold: bool = False) -> AsyncIterator[Mailer]:
+async def mailer(s: Stack, *, hold: bool | set[str] = False) -> AsyncIterator[Mailer]:
     topic = s.backend.topic("mailer")
     async with Mailer(s.agent.bus, topic=topic, hold=hold) as m:
         await s.put({("tool-service", "mailer"): {
@@ -72,6 +75,45 @@ async def journal(tmp_path: Path) -> AsyncIterator[DialogJournal]:
     j = await open_journal(str(tmp_path / "dialogs.db"))
     yield j
     await j.close()
+
+
+class Followed:
+    """What the agent answers under one id, as it comes."""
+
+    def __init__(self, id: str) -> None:
+        self.id = id
+        self.messages: list[dict[str, Any]] = []
+        self._done = asyncio.Event()
+
+    async def on(self, message: Any) -> None:
+        if message.properties.get("id") == self.id:
+            self.messages.append(message.json())
+            if is_final(self.messages[-1]):
+                self._done.set()
+
+    async def finished(self) -> list[dict[str, Any]]:
+        async with asyncio.timeout(20):
+            await self._done.wait()
+        return self.messages
+
+
+@asynccontextmanager
+async def follow(backend: Backend, topic: str, id: str) -> AsyncIterator[Followed]:
+    """Listen to what the agent of stack ``topic`` answers under ``id``."""
+    bus = await backend.connect()
+    followed = Followed(id)
+    sub = await bus.subscribe(f"response:tg:{topic}-agent", followed.on,
+                              subscription=f"follow-{id}")
+    try:
+        yield followed
+    finally:
+        await sub.close()
+
+
+async def cut_short(s: Stack) -> None:
+    """Stop the stack's agent where it is, as a kill would (no drain)."""
+    s.agent.drain_timeout = 0.0
+    await s.agent.stop()
 
 
 async def deliver(s: Stack, id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -120,43 +162,28 @@ async def test_a_dialog_is_recorded_step_by_step_and_its_calls_carry_stable_keys
     assert m.attempts == [f"dialog-1/1/{call['id']}"]
 
 
-async def test_a_request_delivered_again_after_its_dialog_ended_gets_the_answer_again(
-        memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
-    llm = ScriptedLLM([ACT], rules=[FINISH])
-    async with agent_stack(memory, tmp_path, llm, journal=journal) as s, mailer(s) as m:
-        body = {"question": "mail bob", "streaming": True}
-        first = await deliver(s, "dialog-2", body)
-        asked = len(llm.prompts)
-        again = await deliver(s, "dialog-2", body)
-    assert answer_of(first) == "mail to bob #1"
-    assert again == [{**first[-1], "content": "mail to bob #1"}]  # the whole answer, at once
-    assert len(llm.prompts) == asked and len(m.attempts) == 1  # nothing ran again
-
-
 async def test_an_agent_that_died_mid_call_is_taken_up_where_it_stopped(
         memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
-    """The first agent dies while the call is in flight; the request comes again to a new
-    agent: the model is not asked for that step again, the call is made again with the same
-    key (the mailer sends once), and the dialog ends."""
+    """The first agent dies while the call is in flight; the next one takes the dialog up:
+    the model is not asked for that step again, the call is made again with the same key (the
+    mailer sends once), and the dialog ends with its answer."""
     llm = ScriptedLLM([ACT], rules=[FINISH])
     body = {"question": "mail bob", "user": "alice"}
     async with agent_stack(memory, tmp_path, llm, journal=journal) as first:
-        topic = first.topic
         async with mailer(first, hold=True) as m:
             dying = asyncio.ensure_future(deliver(first, "dialog-3", body))
             async with asyncio.timeout(10):
                 await m.entered.wait()
             dying.cancel()
-            first.agent.drain_timeout = 0.0  # no drain: cut off where it is, as by a kill
-            await first.agent.stop()  # what a kill leaves: the call sent, no result
+            await cut_short(first)  # what a kill leaves: the call sent, no result
             m.gate.set()
-            await asyncio.sleep(0)
             _, entries = await journal.get("dialog-3") or (None, [])
-            assert [e.kind for e in entries] == ["reply"], [(e.kind, e.body) for e in entries]
+            assert [e.kind for e in entries] == ["reply"]
             prompts_before = len(llm.prompts)
-            async with agent_stack(memory, tmp_path, llm, journal=journal,
-                                   queues_of=topic) as second:
-                messages = await deliver(second, "dialog-3", body)
+            async with follow(memory, first.topic, "dialog-3") as followed, \
+                    agent_stack(memory, tmp_path, llm, journal=journal, queues_of=first.topic,
+                                take_up=True):
+                messages = await followed.finished()
     assert answer_of(messages) == "mail to bob #1"
     assert observations(messages) == ["mail to bob #1"]
     assert len(m.attempts) == 2 and m.attempts[0] == m.attempts[1]  # the same key
@@ -169,43 +196,61 @@ async def test_an_agent_that_died_mid_call_is_taken_up_where_it_stopped(
 
 async def test_a_call_whose_result_was_recorded_is_never_made_again(
         memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
-    """Two calls; the agent dies after the first result was recorded, during the second
-    step's LLM request: taken up, the first call is not made again."""
+    """Two calls; the agent dies during the second, after the first result was recorded:
+    taken up, the first call is not made again."""
     llm = ScriptedLLM([ACT], rules=[
         Rule(r"Observation: mail to bob #1\n\nYour reply", 'Thought: and carol\nAction: send\n'
                                                             'Args: {"to": "carol"}'),
         FINISH])
     body = {"question": "mail bob then carol"}
     async with agent_stack(memory, tmp_path, llm, journal=journal) as first:
-        async with mailer(first) as m:
+        async with mailer(first, hold={"carol"}) as m:  # bob's mail goes; carol's waits
             dying = asyncio.ensure_future(deliver(first, "dialog-4", body))
             async with asyncio.timeout(10):
-                while len(m.attempts) < 2:  # the second call has begun: the first is recorded
-                    await asyncio.sleep(0.01)
+                await m.entered.wait()
             dying.cancel()
-            first.agent.drain_timeout = 0.0
-            await first.agent.stop()
-            async with agent_stack(memory, tmp_path, llm, journal=journal,
-                                   queues_of=first.topic) as second:
-                messages = await deliver(second, "dialog-4", body)
+            await cut_short(first)
+            m.gate.set()
+            async with follow(memory, first.topic, "dialog-4") as followed, \
+                    agent_stack(memory, tmp_path, llm, journal=journal, queues_of=first.topic,
+                                take_up=True):
+                messages = await followed.finished()
     assert answer_of(messages) == "mail to carol #2"
     keys = m.attempts
-    assert len(set(keys)) == 2 and keys.count(keys[0]) == 1  # bob's call: once
-    assert [to for to in m.sent.values()] == ["mail to bob #1", "mail to carol #2"]
+    assert len(set(keys)) == 2 and keys.count(keys[0]) == 1, keys  # bob's call: once
+    assert list(m.sent.values()) == ["mail to bob #1", "mail to carol #2"]
 
 
-async def test_a_request_taken_up_after_its_client_stopped_waiting_is_not_run(
+async def test_a_dialog_taken_up_after_its_client_stopped_waiting_is_not_run(
         memory: Backend, tmp_path: Path, journal: DialogJournal) -> None:
     llm = ScriptedLLM([ACT], rules=[FINISH])
     await journal.begin("dialog-5", workspace="default", user="alice", question="mail bob",
                         request={"question": "mail bob"}, timeout=0.01)
     await asyncio.sleep(0.1)
-    async with agent_stack(memory, tmp_path, llm, journal=journal) as s, mailer(s) as m:
-        messages = await deliver(s, "dialog-5", {"question": "mail bob"})
-    assert messages[-1]["error"]["type"] == "timeout"
-    assert m.attempts == [] and llm.prompts == []
+    topic = memory.topic("stack")
+    async with follow(memory, topic, "dialog-5") as followed, \
+            agent_stack(memory, tmp_path, llm, journal=journal, queues_of=topic, take_up=True):
+        messages = await followed.finished()
+    assert [m["error"]["type"] for m in messages] == ["timeout"]
+    assert llm.prompts == []
     dialog, _ = await journal.get("dialog-5") or (None, [])
     assert dialog is not None and dialog.status == "abandoned"
+
+
+async def test_a_new_request_reusing_a_dialogs_id_runs_unrecorded(
+        memory: Backend, tmp_path: Path, journal: DialogJournal,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Request ids name one request each; a client that sends another under a used id gets
+    its dialog run, and the journal keeps the first."""
+    llm = ScriptedLLM(rules=[FINISH], default=ACT)
+    async with agent_stack(memory, tmp_path, llm, journal=journal) as s, mailer(s) as m:
+        await deliver(s, "dialog-8", {"question": "mail bob"})
+        again = await deliver(s, "dialog-8", {"question": "mail carol"})
+    # it ran (the scripted model mails bob again) — under the keys of the first: one mail
+    assert answer_of(again) == "mail to bob #1" and len(m.attempts) == 2
+    dialog, _ = await journal.get("dialog-8") or (None, [])
+    assert dialog is not None and dialog.question == "mail bob"
+    assert "begun before by a request of the same id" in caplog.text
 
 
 async def test_an_embedded_agent_takes_up_its_unfinished_dialogs_when_it_starts(
@@ -220,8 +265,7 @@ async def test_an_embedded_agent_takes_up_its_unfinished_dialogs_when_it_starts(
             async with asyncio.timeout(10):
                 await m.entered.wait()
             dying.cancel()
-            first.agent.drain_timeout = 0.0
-            await first.agent.stop()
+            await cut_short(first)
             m.gate.set()
             first.agent.take_up_unfinished = True
             # the same agent started again, as `toolmesh serve` restarted would be

@@ -15,6 +15,7 @@ A journal that fails does not fail the dialog: the dialog goes on unrecorded, wi
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,11 +29,20 @@ log = logging.getLogger("toolmesh.agent")
 
 class DialogLog:
     """The journal of one dialog (``journal=None``: nothing is recorded), and the
-    idempotency keys of its calls."""
+    idempotency keys of its calls.
 
-    def __init__(self, journal: DialogJournal | None, id: str) -> None:
+    ``opening``: the dialog is new (a request delivered for the first time: its id names no
+    dialog yet) and is begun by its first write, in the same transaction — so a dialog that
+    calls one tool costs two writes: its reply before the call, and its end. These are the
+    arguments of :meth:`~toolmesh.dialogs.journal.DialogJournal.begin_with`; ``timeout``
+    among them counts from when the log was made."""
+
+    def __init__(self, journal: DialogJournal | None, id: str, *,
+                 opening: dict[str, Any] | None = None) -> None:
         self.journal = journal
         self.id = id
+        self._opening = opening
+        self._made = time.monotonic()
         self.tool_calls = 0
         self._pending: list[tuple[str, dict[str, Any]]] = []
         #: the pieces of the answer streamed so far (the last message holds only the last)
@@ -76,18 +86,45 @@ class DialogLog:
             return
         self._pending.append(("turn", {"step": step, "state": state, "wrap": wrap}))
 
+    async def _write(self, entries: list[tuple[str, dict[str, Any]]], *,
+                     steps: int | None,
+                     end: tuple[str, int | None, int | None] | None = None) -> None:
+        journal = self.journal
+        assert journal is not None
+        try:
+            if self._opening is None:
+                if end is None:
+                    await journal.append(self.id, entries, steps=steps,
+                                         tool_calls=self.tool_calls)
+                else:
+                    await journal.finish(self.id, status=end[0], entries=entries, steps=steps,
+                                         tool_calls=self.tool_calls, in_token=end[1],
+                                         out_token=end[2])
+                return
+            opening, self._opening = self._opening, None
+            timeout = opening.pop("timeout")
+            if timeout is not None:
+                timeout = max(timeout - (time.monotonic() - self._made), 0.0)
+            if not await journal.begin_with(self.id, **opening, timeout=timeout,
+                                            entries=entries, steps=steps,
+                                            tool_calls=self.tool_calls, end=end):
+                # a client reusing a request id: the first dialog of that id keeps the record
+                log.warning("dialog %s was begun before by a request of the same id; this one "
+                            "goes unrecorded", self.id)
+                self.journal = None
+        except JournalError as e:
+            self._give_up(e)
+
     async def flush(self, *, steps: int | None = None) -> None:
         """Write what is pending (before a step's calls run)."""
         if self.journal is None or not self._pending:
             return
         entries, self._pending = self._pending, []
-        try:
-            await self.journal.append(self.id, entries, steps=steps, tool_calls=self.tool_calls)
-        except JournalError as e:
-            self._give_up(e)
+        await self._write(entries, steps=steps)
 
-    async def end(self, message: dict[str, Any], *, steps: int) -> None:
-        """The dialog's last message, before the client gets it."""
+    async def end(self, message: dict[str, Any], *, steps: int | None) -> None:
+        """The dialog's last message, as the client gets it (before the request is
+        acknowledged: a dialog cut short after its answer went out asks for it again)."""
         if self.journal is None:
             return
         if message.get("message_type") == "answer":
@@ -97,13 +134,8 @@ class DialogLog:
         error = message.get("error")
         status = "answer" if message.get("message_type") == "answer" else (
             str(error.get("type") or "error") if isinstance(error, dict) else "error")
-        try:
-            await self.journal.finish(self.id, status=status, entries=entries, steps=steps,
-                                      tool_calls=self.tool_calls,
-                                      in_token=message.get("in_token"),
-                                      out_token=message.get("out_token"))
-        except JournalError as e:
-            self._give_up(e)
+        await self._write(entries, steps=steps,
+                          end=(status, message.get("in_token"), message.get("out_token")))
 
     def _give_up(self, e: JournalError) -> None:
         log.warning("dialog %s goes on unrecorded: %s", self.id, e.message)

@@ -157,9 +157,10 @@ class AgentLoop:
                 if out.get("end_of_dialog"):
                     last = out
                     out = {**out, **usage.wire(), **tally.wire()}
+                    await emit(out)
                     await journal.end(out, steps=tally.steps)
-                else:
-                    journal.told(out)
+                    return
+                journal.told(out)
                 await emit(out)
 
             try:

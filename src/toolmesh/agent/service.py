@@ -20,6 +20,7 @@ from toolmesh.agent.status_service import AgentToolsService
 from toolmesh.agent.tools.context import ClientPool
 from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
 from toolmesh.bus.base import Bus
+from toolmesh.bus.delivery import redelivered
 from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
 from toolmesh.dialogs import ABANDONED, RUNNING, Dialog, DialogJournal, JournalError
@@ -29,7 +30,7 @@ from toolmesh.prompt import PromptClient
 from toolmesh.registry.registry import Registry
 from toolmesh.rpc import deadline
 from toolmesh.rpc.service import Reply, Service, current_request_id
-from toolmesh.schema.agent import message, new_message_id, parse_request
+from toolmesh.schema.agent import AgentRequest, message, new_message_id, parse_request
 
 log = logging.getLogger("toolmesh.agent")
 
@@ -110,6 +111,8 @@ class AgentService(Service):
                                        **(dialogs_queues or {}))
                         if journal is not None else None)
         self._taken_up: set[asyncio.Task[None]] = set()
+        #: the ids of the journaled dialogs this process is running
+        self._in_hand: set[str] = set()
 
     @property
     def toolset(self) -> ToolSet:
@@ -208,30 +211,64 @@ class AgentService(Service):
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         await self._dialog(request, reply, current_request_id())
 
-    async def _dialog(self, request: dict[str, Any], reply: Reply, id: str | None) -> None:
-        """Run (or take up again) the dialog of ``request``, whose id is ``id``."""
+    async def _dialog(self, request: dict[str, Any], reply: Reply, id: str | None, *,
+                      taking_up: bool = False) -> None:
+        """Run (or take up again) the dialog of ``request``, whose id is ``id``;
+        ``taking_up``: one the journal holds as running (so may a request the broker says it
+        delivered before)."""
         workspace = request_workspace(request, default=self.workspace)
         parsed = parse_request(request)
         await self._watcher.ensure(workspace)
-        journal, resumed, left = DialogLog(None, id or new_message_id()), None, None
-        if self.journal is not None and id is not None:
-            try:
-                begun = await self.journal.begin(
-                    id, workspace=workspace, user=parsed.user, question=parsed.question,
-                    request=request, timeout=deadline.remaining())
-            except JournalError as e:
-                log.warning("dialog %s runs unrecorded: %s", id, e.message)
-            else:
-                if not begun.fresh:
-                    resumed = resumption(begun.entries, state=parsed.state)
-                    if await self._settled(begun.dialog, resumed, begun.expired, reply):
-                        return
-                    log.info("taking up dialog %s after step %d", id, resumed.steps)
-                    if resumed.pending is not None:
-                        await self._tools_of(resumed, workspace, id)
-                journal, left = DialogLog(self.journal, id), begun.remaining
+        if self.journal is None or id is None:
+            await self._run(parsed, reply, workspace, DialogLog(None, id or new_message_id()))
+            return
+        if id in self._in_hand:
+            # the broker handed the request over again while this process still runs its
+            # dialog (its connection broke and came back): that run answers it
+            log.info("dialog %s is delivered again while it runs here; the run goes on", id)
+            return
+        self._in_hand.add(id)
         try:
-            # a dialog taken up again keeps the deadline its client asked for at first
+            await self._journaled(request, parsed, reply, workspace, id,
+                                  taking_up=taking_up or redelivered())
+        finally:
+            self._in_hand.discard(id)
+
+    async def _journaled(self, request: dict[str, Any], parsed: AgentRequest, reply: Reply,
+                         workspace: str, id: str, *, taking_up: bool) -> None:
+        assert self.journal is not None
+        opening = {"workspace": workspace, "user": parsed.user, "question": parsed.question,
+                   "request": request, "timeout": deadline.remaining()}
+        if not taking_up:
+            # a request delivered for the first time: its id names no dialog yet, and the
+            # dialog is begun by its first write
+            await self._run(parsed, reply, workspace,
+                            DialogLog(self.journal, id, opening=opening))
+            return
+        try:
+            begun = await self.journal.begin(id, **opening)
+        except JournalError as e:
+            log.warning("dialog %s runs unrecorded: %s", id, e.message)
+            await self._run(parsed, reply, workspace, DialogLog(None, id))
+            return
+        if begun.fresh:  # delivered again before its first write: it begins now
+            await self._run(parsed, reply, workspace, DialogLog(self.journal, id))
+            return
+        resumed = resumption(begun.entries, state=parsed.state)
+        if await self._settled(begun.dialog, resumed, begun.expired, reply):
+            return
+        log.info("taking up dialog %s after step %d", id, resumed.steps)
+        if resumed.pending is not None:
+            await self._tools_of(resumed, workspace, id)
+        await self._run(parsed, reply, workspace, DialogLog(self.journal, id), resumed=resumed,
+                        left=begun.remaining)
+
+    async def _run(self, parsed: AgentRequest, reply: Reply, workspace: str,
+                   journal: DialogLog, *, resumed: Resumption | None = None,
+                   left: float | None = None) -> None:
+        """The loop's run of one dialog; a dialog taken up again (``resumed``) keeps the
+        deadline its client asked for at first: ``left`` seconds from now."""
+        try:
             with deadline.handling(left if resumed is not None else None):
                 async with asyncio.timeout(left if resumed is not None else None):
                     await self.loop.run(parsed, reply, tools=lambda: self.toolset_of(workspace),
@@ -239,8 +276,8 @@ class AgentService(Service):
         except TimeoutError:
             await self._timed_out(journal, reply)
         except asyncio.CancelledError:
-            left = deadline.remaining()
-            if left is not None and left <= 0:  # the client's deadline, not a stop
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= 0:  # the client's deadline, not a stop
                 await asyncio.shield(self._timed_out(journal, None))
             raise
 
@@ -280,7 +317,7 @@ class AgentService(Service):
     async def _timed_out(self, journal: DialogLog, reply: Reply | None) -> None:
         end = self.error_response({"type": "timeout", "message": "the dialog did not finish "
                                    "within its client's deadline"})
-        await journal.end(end, steps=0)
+        await journal.end(end, steps=None)
         if reply is not None:
             await reply(end)
 
@@ -305,6 +342,6 @@ class AgentService(Service):
     async def _take_up(self, dialog: Dialog, reply: Reply) -> None:
         assert dialog.request is not None
         try:
-            await self._dialog(dialog.request, reply, dialog.id)
+            await self._dialog(dialog.request, reply, dialog.id, taking_up=True)
         except Exception:  # a dialog of the past must not stop the agent from starting
             log.exception("dialog %s could not be taken up", dialog.id)

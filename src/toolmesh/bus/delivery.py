@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from contextvars import ContextVar
 from typing import Literal, cast
 
 from toolmesh.bus.base import Handler, InlineHandler, Message, Requeue
@@ -12,6 +13,15 @@ from toolmesh.telemetry.metrics import BusCounts
 log = logging.getLogger("toolmesh.bus")
 
 Outcome = Literal["ack", "requeue", "drop"]
+
+#: whether the message being handled was delivered before (set only then)
+_redelivered: ContextVar[bool] = ContextVar("toolmesh_redelivered", default=False)
+
+
+def redelivered() -> bool:
+    """Whether the broker says the message the calling handler is handling was delivered
+    before, to a consumer that failed or vanished (what work recorded for it may exist)."""
+    return _redelivered.get()
 
 
 async def run_handler(handler: Handler, message: Message, counts: BusCounts, *,
@@ -22,6 +32,7 @@ async def run_handler(handler: Handler, message: Message, counts: BusCounts, *,
     ``redelivered``: the broker says the message was delivered before (to a consumer that
     failed or vanished); counted apart in the bus metrics."""
     (counts.redelivered if redelivered else counts.consumed)()
+    token = _redelivered.set(True) if redelivered else None
     try:
         await handler(message)
     except Requeue:
@@ -29,6 +40,9 @@ async def run_handler(handler: Handler, message: Message, counts: BusCounts, *,
         return "requeue"
     except Exception:
         return _dropped(message, counts)
+    finally:
+        if token is not None:
+            _redelivered.reset(token)
     return "ack"
 
 
@@ -37,6 +51,7 @@ def run_inline(handler: InlineHandler, message: Message, counts: BusCounts, *,
     """:func:`run_handler` for an inline handler: called, not awaited (see
     :meth:`toolmesh.bus.base.Bus.subscribe`)."""
     (counts.redelivered if redelivered else counts.consumed)()
+    token = _redelivered.set(True) if redelivered else None
     try:
         call_inline(handler, message)
     except Requeue:
@@ -44,6 +59,9 @@ def run_inline(handler: InlineHandler, message: Message, counts: BusCounts, *,
         return "requeue"
     except Exception:
         return _dropped(message, counts)
+    finally:
+        if token is not None:
+            _redelivered.reset(token)
     return "ack"
 
 

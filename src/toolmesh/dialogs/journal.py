@@ -134,6 +134,15 @@ class DialogJournal(Protocol):
         """Begin dialog ``id`` — or, when it was begun before (the same request delivered
         again), take it up: its entries, and whether its client is still waiting."""
 
+    async def begin_with(self, id: str, *, workspace: str, user: str, question: str,
+                         request: dict[str, Any], timeout: float | None,
+                         entries: Sequence[tuple[str, dict[str, Any]]],
+                         steps: int | None = None, tool_calls: int | None = None,
+                         end: tuple[str, int | None, int | None] | None = None) -> bool:
+        """Begin dialog ``id`` with its first ``entries``, in one transaction (a new request's
+        dialog, at its first write); ``end``: it ends with them too (``(status, in_token,
+        out_token)``). ``False``, writing nothing, if ``id`` was begun before."""
+
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
                      steps: int | None = None, tool_calls: int | None = None) -> None:
         """Append ``(kind, body)`` entries, in one transaction with the summary's counts."""
@@ -155,8 +164,8 @@ class DialogJournal(Protocol):
         """The newest dialogs first (at most ``limit``, itself at most :data:`LIST_LIMIT`)."""
 
     async def unfinished(self) -> list[Dialog]:
-        """The running dialogs whose client may still be waiting, oldest first (what an
-        embedded deployment takes up again when it starts)."""
+        """The running dialogs, oldest first (what an embedded deployment takes up again when
+        it starts: those whose client stopped waiting are then abandoned)."""
 
 
 def check_entries(entries: Sequence[tuple[str, dict[str, Any]]]) -> None:

@@ -186,6 +186,19 @@ class PostgresDialogJournal:
         except _DB_ERRORS as e:
             raise self._error(e) from None
 
+    async def begin_with(self, id: str, *, workspace: str, user: str, question: str,
+                         request: dict[str, Any], timeout: float | None,
+                         entries: Sequence[tuple[str, dict[str, Any]]],
+                         steps: int | None = None, tool_calls: int | None = None,
+                         end: tuple[str, int | None, int | None] | None = None) -> bool:
+        check_entries(entries)
+        sweep = False
+        if end is not None:
+            self._finished += 1
+            sweep = self._finished % _SWEEP_EVERY == 1
+        first = (workspace, user, question, json.dumps(request, ensure_ascii=False), timeout)
+        return await self._write(id, entries, steps, tool_calls, end, sweep=sweep, first=first)
+
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
                      steps: int | None = None, tool_calls: int | None = None) -> None:
         check_entries(entries)
@@ -202,13 +215,26 @@ class PostgresDialogJournal:
 
     async def _write(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]],
                      steps: int | None, tool_calls: int | None,
-                     end: tuple[str, int | None, int | None] | None, *, sweep: bool) -> None:
+                     end: tuple[str, int | None, int | None] | None, *, sweep: bool,
+                     first: tuple[str, str, str, str, float | None] | None = None) -> bool:
+        """Write; with ``first``, begin the dialog too (``False``: it was begun before)."""
         try:
             async with self._require().acquire() as conn, conn.transaction():
-                if entries:
+                last = 0
+                if first is not None:
+                    workspace, user, question, request, timeout = first
+                    if await conn.fetchval(
+                            f"INSERT INTO {self._dialogs} (id, workspace, \"user\", question,"
+                            " status, request, due) VALUES ($1, $2, $3, $4, $5, $6,"
+                            " clock_timestamp() + make_interval(secs => $7))"
+                            " ON CONFLICT (id) DO NOTHING RETURNING 1", id, workspace, user,
+                            question, RUNNING, request, timeout) is None:
+                        return False
+                elif entries:
                     last = await conn.fetchval(
                         f"SELECT coalesce(max(seq), 0) FROM {self._entries} WHERE dialog = $1",
                         id)
+                if entries:
                     await conn.executemany(
                         f"INSERT INTO {self._entries} (dialog, seq, kind, body)"
                         " VALUES ($1, $2, $3, $4)",
@@ -233,6 +259,7 @@ class PostgresDialogJournal:
                         " OFFSET $2)", RUNNING, self.keep)
         except _DB_ERRORS as e:
             raise self._error(e) from None
+        return True
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -270,7 +297,7 @@ class PostgresDialogJournal:
         try:
             rows = await self._require().fetch(
                 f"SELECT {_COLUMNS} FROM {self._dialogs} WHERE status = $1"
-                " AND (due IS NULL OR due >= clock_timestamp()) ORDER BY started, n", RUNNING)
+                " ORDER BY started, n", RUNNING)
         except _DB_ERRORS as e:
             raise self._error(e) from None
         return [_dialog(r) for r in rows]

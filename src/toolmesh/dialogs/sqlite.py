@@ -205,17 +205,9 @@ class SQLiteDialogJournal:
         return await self._run(self._write, self._begin, id, workspace, user, question, body,
                                timeout)
 
-    @staticmethod
-    def _begin(db: sqlite3.Connection, id: str, workspace: str, user: str, question: str,
-               request: str, timeout: float | None) -> Begun:
-        due = "NULL" if timeout is None else "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)"
-        args: list[Any] = [id, workspace, user, question, RUNNING, request]
-        if timeout is not None:
-            args.append(f"+{timeout:.3f} seconds")
-        inserted = db.execute(
-            f"INSERT INTO toolmesh_dialogs (id, workspace, user, question, status, request,"
-            f" started, updated, due) VALUES (?, ?, ?, ?, ?, ?, {_NOW}, {_NOW}, {due})"
-            " ON CONFLICT (id) DO NOTHING", args).rowcount
+    def _begin(self, db: sqlite3.Connection, id: str, workspace: str, user: str,
+               question: str, request: str, timeout: float | None) -> Begun:
+        inserted = self._insert(db, id, workspace, user, question, request, timeout)
         row = db.execute(f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE id = ?",
                          (id,)).fetchone()
         dialog = _dialog(row)
@@ -237,6 +229,44 @@ class SQLiteDialogJournal:
             " ORDER BY seq", (id,))]
         return Begun(dialog=dialog, entries=entries, fresh=False, expired=expired,
                      remaining=remaining)
+
+    async def begin_with(self, id: str, *, workspace: str, user: str, question: str,
+                         request: dict[str, Any], timeout: float | None,
+                         entries: Sequence[tuple[str, dict[str, Any]]],
+                         steps: int | None = None, tool_calls: int | None = None,
+                         end: tuple[str, int | None, int | None] | None = None) -> bool:
+        check_entries(entries)
+        rows = [(kind, json.dumps(body, ensure_ascii=False)) for kind, body in entries]
+        sweep = False
+        if end is not None:
+            self._finished += 1
+            sweep = self._finished % _SWEEP_EVERY == 1
+        return await self._run(self._write, self._begin_with, id, workspace, user, question,
+                               json.dumps(request, ensure_ascii=False), timeout, rows, steps,
+                               tool_calls, end, sweep)
+
+    def _begin_with(self, db: sqlite3.Connection, id: str, workspace: str, user: str,
+                    question: str, request: str, timeout: float | None,
+                    rows: list[tuple[str, str]], steps: int | None, tool_calls: int | None,
+                    end: tuple[str, int | None, int | None] | None, sweep: bool) -> bool:
+        if not self._insert(db, id, workspace, user, question, request, timeout):
+            return False
+        self._append(db, id, rows, steps, tool_calls, end)
+        if sweep:
+            self._sweep(db)
+        return True
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, id: str, workspace: str, user: str, question: str,
+                request: str, timeout: float | None) -> bool:
+        due = "NULL" if timeout is None else "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)"
+        args: list[Any] = [id, workspace, user, question, RUNNING, request]
+        if timeout is not None:
+            args.append(f"+{timeout:.3f} seconds")
+        return bool(db.execute(
+            f"INSERT INTO toolmesh_dialogs (id, workspace, user, question, status, request,"
+            f" started, updated, due) VALUES (?, ?, ?, ?, ?, ?, {_NOW}, {_NOW}, {due})"
+            " ON CONFLICT (id) DO NOTHING", args).rowcount)
 
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
                      steps: int | None = None, tool_calls: int | None = None) -> None:
@@ -335,4 +365,4 @@ class SQLiteDialogJournal:
     def _unfinished(db: sqlite3.Connection) -> list[Dialog]:
         return [_dialog(r) for r in db.execute(
             f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE status = ?"
-            f" AND (due IS NULL OR due >= {_NOW}) ORDER BY started, rowid", (RUNNING,))]
+            " ORDER BY started, rowid", (RUNNING,))]
