@@ -144,7 +144,7 @@ async def measure(args: argparse.Namespace) -> list[Figure]:
                 bench=BENCH, path=f"recorded two-step dialog, {what}, memory bus, {mode}",
                 value=best[(name, streaming)] * 1e3, unit="ms", floor=floor,
                 floor_what="the same dialog, not recorded", target=target,
-                note="3 journal writes a dialog: begin, the reply before its call, the end"))
+                note="2 journal writes a dialog: the reply before its call (beginning it), the end"))
     return figures
 
 

@@ -48,10 +48,10 @@ CREATE TABLE IF NOT EXISTS toolmesh_dialogs (
     tool_calls INTEGER NOT NULL DEFAULT 0,
     in_token   INTEGER,
     out_token  INTEGER,
-    request    TEXT NOT NULL
+    request    TEXT NOT NULL,
+    entries    INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS toolmesh_dialogs_started ON toolmesh_dialogs (started);
-CREATE INDEX IF NOT EXISTS toolmesh_dialogs_status ON toolmesh_dialogs (status, started);
 CREATE TABLE IF NOT EXISTS toolmesh_dialog_entries (
     dialog TEXT NOT NULL REFERENCES toolmesh_dialogs (id) ON DELETE CASCADE,
     seq    INTEGER NOT NULL,
@@ -249,23 +249,34 @@ class SQLiteDialogJournal:
                     question: str, request: str, timeout: float | None,
                     rows: list[tuple[str, str]], steps: int | None, tool_calls: int | None,
                     end: tuple[str, int | None, int | None] | None, sweep: bool) -> bool:
-        if not self._insert(db, id, workspace, user, question, request, timeout):
+        # one statement for the dialog, its counts and its end; then its entries
+        status, in_token, out_token = end if end is not None else (RUNNING, None, None)
+        if not self._insert(db, id, workspace, user, question, request, timeout,
+                            status=status, steps=steps or 0, tool_calls=tool_calls or 0,
+                            in_token=in_token, out_token=out_token, entries=len(rows)):
             return False
-        self._append(db, id, rows, steps, tool_calls, end)
+        db.executemany(
+            f"INSERT INTO toolmesh_dialog_entries (dialog, seq, at, kind, body)"
+            f" VALUES (?, ?, {_NOW}, ?, ?)",
+            [(id, i, kind, body) for i, (kind, body) in enumerate(rows, 1)])
         if sweep:
             self._sweep(db)
         return True
 
     @staticmethod
     def _insert(db: sqlite3.Connection, id: str, workspace: str, user: str, question: str,
-                request: str, timeout: float | None) -> bool:
+                request: str, timeout: float | None, *, status: str = RUNNING,
+                steps: int = 0, tool_calls: int = 0, in_token: int | None = None,
+                out_token: int | None = None, entries: int = 0) -> bool:
         due = "NULL" if timeout is None else "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)"
-        args: list[Any] = [id, workspace, user, question, RUNNING, request]
+        args: list[Any] = [id, workspace, user, question, status, request, steps, tool_calls,
+                           in_token, out_token, entries]
         if timeout is not None:
             args.append(f"+{timeout:.3f} seconds")
         return bool(db.execute(
             f"INSERT INTO toolmesh_dialogs (id, workspace, user, question, status, request,"
-            f" started, updated, due) VALUES (?, ?, ?, ?, ?, ?, {_NOW}, {_NOW}, {due})"
+            f" steps, tool_calls, in_token, out_token, entries, started, updated, due)"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NOW}, {_NOW}, {due})"
             " ON CONFLICT (id) DO NOTHING", args).rowcount)
 
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
@@ -296,14 +307,8 @@ class SQLiteDialogJournal:
     def _append(db: sqlite3.Connection, id: str, rows: list[tuple[str, str]],
                 steps: int | None, tool_calls: int | None,
                 end: tuple[str, int | None, int | None] | None) -> None:
-        last = db.execute("SELECT coalesce(max(seq), 0) FROM toolmesh_dialog_entries"
-                          " WHERE dialog = ?", (id,)).fetchone()[0]
-        db.executemany(
-            f"INSERT INTO toolmesh_dialog_entries (dialog, seq, at, kind, body)"
-            f" VALUES (?, ?, {_NOW}, ?, ?)",
-            [(id, last + i, kind, body) for i, (kind, body) in enumerate(rows, 1)])
-        sets = [f"updated = {_NOW}"]
-        args: list[Any] = []
+        sets = [f"updated = {_NOW}", "entries = entries + ?"]
+        args: list[Any] = [len(rows)]
         for column, value in (("steps", steps), ("tool_calls", tool_calls)):
             if value is not None:
                 sets.append(f"{column} = ?")
@@ -311,7 +316,15 @@ class SQLiteDialogJournal:
         if end is not None:
             sets.append("status = ?, in_token = ?, out_token = ?")
             args.extend(end)
-        db.execute(f"UPDATE toolmesh_dialogs SET {', '.join(sets)} WHERE id = ?", [*args, id])
+        row = db.execute(f"UPDATE toolmesh_dialogs SET {', '.join(sets)} WHERE id = ?"
+                         " RETURNING entries", [*args, id]).fetchone()
+        if row is None:
+            raise sqlite3.IntegrityError(f"no dialog {id!r} to append to")
+        first = row[0] - len(rows)
+        db.executemany(
+            f"INSERT INTO toolmesh_dialog_entries (dialog, seq, at, kind, body)"
+            f" VALUES (?, ?, {_NOW}, ?, ?)",
+            [(id, first + i, kind, body) for i, (kind, body) in enumerate(rows, 1)])
 
     def _sweep(self, db: sqlite3.Connection) -> None:
         """Drop finished dialogs beyond the newest ``keep`` and older than ``max_age_days``."""
