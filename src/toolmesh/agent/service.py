@@ -138,6 +138,8 @@ class AgentService(Service):
             await self._take_up_unfinished(self.journal)
 
     async def stop(self) -> None:
+        if self._taken_up:  # drained like the requests in hand
+            await asyncio.wait(self._taken_up, timeout=self.drain_timeout)
         for task in self._taken_up:
             task.cancel()
         await asyncio.gather(*self._taken_up, return_exceptions=True)
