@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -127,6 +128,15 @@ def build_server(name: str, *, place: str = "town") -> MCPServer:
         with anyio.move_on_after(timeout):
             await cancelled.wait()
         return len(seen["cancelled"])
+
+    @mcp.tool()
+    def meta(ctx: Context) -> str:
+        """The _meta the call came with, as JSON (tests: what a caller tells the server)."""
+        found = ctx.request_context.meta
+        if found is None:
+            return "{}"
+        return json.dumps(found if isinstance(found, dict)
+                          else found.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     @mcp.tool()
     def whoami(ctx: Context) -> str:

@@ -88,6 +88,26 @@ def item(server: ServerProcess, remote_name: str, **extra: Any) -> dict[str, Any
     return {"url": server.url, "remote-name": remote_name, **extra}
 
 
+async def test_a_calls_idempotency_key_reaches_the_server_in_its_meta(
+        stack: Stack, http: ServerProcess) -> None:
+    """The agent's key for a call (docs/dialogs.md) goes to the MCP server in ``_meta``,
+    with or without progress; a call without one sends none."""
+    await stack.put({"meta": item(http, "meta")})
+    plain = json.loads(await stack.client.invoke("meta", {}, timeout=20, key="d1/1/call_1"))
+    assert plain["io.toolmesh/idempotency-key"] == "d1/1/call_1"
+
+    async def sink(progress: Any) -> None:
+        pass
+
+    followed = json.loads(await stack.client.invoke("meta", {}, timeout=20, key="d1/2/c",
+                                                    on_progress=sink))
+    assert followed["io.toolmesh/idempotency-key"] == "d1/2/c"
+    # the SDK's own entry is kept beside ours (its server side names it in snake case)
+    assert "progressToken" in followed or "progress_token" in followed
+    none = json.loads(await stack.client.invoke("meta", {}, timeout=20))
+    assert "io.toolmesh/idempotency-key" not in none
+
+
 async def test_calls_and_discovery_on_trustgraphs_wire(stack: Stack, http: ServerProcess) -> None:
     await stack.put({"add": item(http, "add"), "weather": item(http, "weather")})
     assert await stack.client.invoke("add", {"a": 2, "b": 3}, timeout=20) == "5"
