@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 async def test_sign_in_with_the_token_shows_the_pages(page: Page, workbench: Workbench) -> None:
     await sign_in(page, workbench)
     nav = page.get_by_role("navigation", name="Workbench")
-    for title in ("Tools", "MCP servers", "Tool services", "Prompts", "Agent", "Config"):
+    for title in ("Tools", "MCP servers", "Tool services", "Prompts", "Agent", "Dialogs",
+                  "Config"):
         await nav.get_by_role("link", name=title).wait_for()
     await page.get_by_role("heading", name="Tools", exact=True).wait_for()
 

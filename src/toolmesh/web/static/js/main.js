@@ -11,6 +11,7 @@ export const PAGES = [
   { route: "services", title: "Tool services", module: "./pages/services.js" },
   { route: "prompts", title: "Prompts", module: "./pages/prompts.js" },
   { route: "agent", title: "Agent", module: "./pages/agent.js" },
+  { route: "dialogs", title: "Dialogs", module: "./pages/dialogs.js" },
   { route: "config", title: "Config", module: "./pages/config.js" },
 ];
 
