@@ -123,7 +123,9 @@ async def loop_dialog(llm: OpenAICompatible, question: str) -> tuple[str | None,
         if key in seen or result in results:  # nothing new: ask for the answer
             note = ("You have what the tools can give. Give your final answer now. If a result "
                     "above answers the question, answer with it.")
-            answer = await ask([messages[0], messages[1], ChatMessage(
+            # as toolmesh asks a step that may only answer: no tools shown
+            answer = await ask([ChatMessage(role="system", content=AGENT_JSON.render(
+                {"tools": [], "context": ""})[1]), messages[1], ChatMessage(
                 role="user", content=f"Result of tell-joke: {results[-1]}\n\n{note}")],
                 {"anyOf": [_object({"answer_with_result_of": {"type": "string",
                                                               "enum": ["tell-joke"]}}),

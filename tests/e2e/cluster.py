@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 
 from tests.processes import env
@@ -98,13 +100,16 @@ class Cluster:
 
     def __init__(self) -> None:
         self.procs: dict[str, Proc] = {}
+        #: the processes' data folder (an agent's dialogs by default): never the user's
+        self.data_dir = tempfile.mkdtemp(prefix="toolmesh-e2e-")
 
     async def start(self, name: str, *args: str, module: str = "toolmesh.cli.main",
                     ready: str | None = "ready:", timeout: float = 60,
                     extra_env: dict[str, str] | None = None) -> Proc:
         """Start ``python -m MODULE ARGS`` and wait until it logs ``ready``."""
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", module, *args, env={**env(), **(extra_env or {})},
+            sys.executable, "-m", module, *args,
+            env={**env(), "TOOLMESH_DATA_DIR": self.data_dir, **(extra_env or {})},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         p = self.procs[name] = Proc(name, proc)
         if ready is not None:
@@ -135,3 +140,4 @@ async def cluster() -> AsyncIterator[Cluster]:
         raise
     finally:
         await c.stop_all()
+        shutil.rmtree(c.data_dir, ignore_errors=True)

@@ -145,6 +145,21 @@ You have access to the following tools:
 
 Reply with a JSON object: a thought, then either an action (a tool name) with its arguments, \
 or a final_answer.
+{%- if tools %} For example:
+{%- for tool in tools[:3] %}
+{%- set schema = tool.parameters if tool.parameters is mapping else {} %}
+{%- set required = schema.get("required") or [] %}
+{%- set ns = namespace(args={}) %}
+{%- for name, prop in (schema.get("properties") or {}).items() if name in required %}
+{%- set kind = prop.get("type") if prop is mapping else none %}
+{%- set _ = ns.args.update({name: 0 if kind in ("integer", "number") else (true if kind == "boolean"
+    else ([] if kind == "array" else ({} if kind == "object" else "...")))}) %}
+{%- endfor %}
+- to call {{ tool.name }}: {{ {"thought": tool.name ~ " can do this.", "action": tool.name,
+    "arguments": ns.args} | tojson }}
+{%- endfor %}
+- to answer yourself: {"thought": "No tool is needed.", "final_answer": "..."}
+{%- endif %}
 {%- if context %}
 
 {{ context }}

@@ -77,8 +77,10 @@ class JsonSteps:
         request = ChatRequest(messages=tuple(conversation), response_schema=schema,
                               max_tokens=context.max_tokens, temperature=context.temperature,
                               stream=narrator.streaming)
+        # a step that may only answer is shown no tools (nor how to call them)
         variables = {"tools": [{**t.describe(), "parameters": t.parameters()}
-                               for t in context.tools.values()], "context": ""}
+                               for t in context.tools.values()] if context.wrap is None else [],
+                     "context": ""}
         reply = context.llm.chat(request, id=context.template(self.name), variables=variables,
                                  timeout=context.timeout, workspace=context.workspace)
         follow = JsonStepStream()
