@@ -189,3 +189,13 @@ async def test_sqlite_files_are_private(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         assert {"toolmesh_dialogs", "toolmesh_dialog_entries"} <= {
             r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+async def test_text_that_cannot_be_utf8_is_kept_escaped_not_refused(
+        journal: DialogJournal) -> None:
+    """A tool's answer may hold a lone surrogate (a server's JSON "\\ud800"): the entry is
+    stored, and read back as it was."""
+    await begin(journal)
+    await journal.append("d1", [("result", {"observation": "half \ud800 a pair"})])
+    got = await journal.get("d1")
+    assert got is not None and got[1][0].body == {"observation": "half \ud800 a pair"}

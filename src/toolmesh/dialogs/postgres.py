@@ -15,6 +15,7 @@ import asyncpg
 
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.store.postgres import split_schema
+from toolmesh import json_codec
 from toolmesh.dialogs.journal import (
     ABANDONED,
     DEFAULT_KEEP,
@@ -28,6 +29,13 @@ from toolmesh.dialogs.journal import (
     check_limit,
 )
 from toolmesh.urls import mask_url
+
+
+def _json(value: Any) -> str:
+    """JSON text of an entry or request: orjson, and text that cannot be UTF-8 (a lone
+    surrogate a tool's answer held) escaped rather than refused by the database."""
+    return json_codec.dumps(value).decode()
+
 
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 _DDL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('toolmesh.dialogs'))"
@@ -161,7 +169,7 @@ class PostgresDialogJournal:
                     " request, due) VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp() +"
                     " make_interval(secs => $7)) ON CONFLICT (id) DO NOTHING"
                     f" RETURNING {_COLUMNS}, {_REMAINING}", id, workspace, user, question,
-                    RUNNING, json.dumps(request, ensure_ascii=False), timeout)
+                    RUNNING, _json(request), timeout)
                 if row is not None:
                     return Begun(dialog=_dialog(row), entries=[], fresh=True, expired=False,
                                  remaining=row["remaining"])
@@ -196,7 +204,7 @@ class PostgresDialogJournal:
         if end is not None:
             self._finished += 1
             sweep = self._finished % _SWEEP_EVERY == 1
-        first = (workspace, user, question, json.dumps(request, ensure_ascii=False), timeout)
+        first = (workspace, user, question, _json(request), timeout)
         return await self._write(id, entries, steps, tool_calls, end, sweep=sweep, first=first)
 
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
@@ -238,7 +246,7 @@ class PostgresDialogJournal:
                     await conn.executemany(
                         f"INSERT INTO {self._entries} (dialog, seq, kind, body)"
                         " VALUES ($1, $2, $3, $4)",
-                        [(id, last + i, kind, json.dumps(body, ensure_ascii=False))
+                        [(id, last + i, kind, _json(body))
                          for i, (kind, body) in enumerate(entries, 1)])
                 status, in_token, out_token = end if end is not None else (None, None, None)
                 await conn.execute(

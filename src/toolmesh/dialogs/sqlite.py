@@ -1,8 +1,13 @@
 """The SQLite dialog journal: tables beside the config store's, in the same file by default.
 
-One worker thread does all database work, as in the config store. ``synchronous=NORMAL`` in
-WAL mode: a committed entry survives the process being killed (what the journal is for); a
-power cut may lose the last few, which then run again like calls that were in flight.
+A write is tried at once, on the event loop's thread, without waiting for a lock (a commit
+in WAL mode takes tens of microseconds; handing it to a thread and back costs more, and the
+thread then competes with the loop for the GIL while dialogs run). If another connection holds
+the lock — the config store's, another process's — or work is already queued on the journal's
+worker thread, the work goes to that thread, which waits up to ``busy_timeout`` seconds for
+the lock; so the loop never waits on a lock. ``synchronous=NORMAL`` in WAL mode: a committed
+entry survives the process being killed (what the journal is for); a power cut may lose the
+last few, which then run again like calls that were in flight.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from toolmesh import json_codec
 from toolmesh.dialogs.journal import (
     ABANDONED,
     DEFAULT_KEEP,
@@ -29,6 +35,13 @@ from toolmesh.dialogs.journal import (
     check_limit,
 )
 from toolmesh.files import private_dir, private_file
+
+
+def _json(value: Any) -> str:
+    """JSON text of an entry or request: orjson, and text that cannot be UTF-8 (a lone
+    surrogate a tool's answer held) escaped rather than refused by the database."""
+    return json_codec.dumps(value).decode()
+
 
 T = TypeVar("T")
 
@@ -51,7 +64,6 @@ CREATE TABLE IF NOT EXISTS toolmesh_dialogs (
     request    TEXT NOT NULL,
     entries    INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS toolmesh_dialogs_started ON toolmesh_dialogs (started);
 CREATE TABLE IF NOT EXISTS toolmesh_dialog_entries (
     dialog TEXT NOT NULL REFERENCES toolmesh_dialogs (id) ON DELETE CASCADE,
     seq    INTEGER NOT NULL,
@@ -59,11 +71,19 @@ CREATE TABLE IF NOT EXISTS toolmesh_dialog_entries (
     kind   TEXT NOT NULL,
     body   TEXT NOT NULL,
     PRIMARY KEY (dialog, seq)
-);
+) WITHOUT ROWID;
 """
 
 _COLUMNS = ("id, workspace, user, question, status, started, updated, due, steps, tool_calls,"
             " in_token, out_token, request")
+
+#: SQLITE_BUSY, SQLITE_LOCKED: a lock another connection holds
+_BUSY = (5, 6)
+
+
+class _Busy(Exception):
+    """The loop's own attempt found the lock held elsewhere (nothing was written)."""
+
 
 #: finished dialogs between two retention sweeps (a sweep is a couple of indexed deletes)
 _SWEEP_EVERY = 100
@@ -119,6 +139,11 @@ class SQLiteDialogJournal:
         self._executor: ThreadPoolExecutor | None = None
         self._db: sqlite3.Connection | None = None
         self._finished = 0
+        #: calls handed to the worker thread and not yet done (none: the loop may use the
+        #: connection itself)
+        self._queued = 0
+        #: the loop's own attempt is under way: a lock held elsewhere is "busy", not waited for
+        self._impatient = False
 
     def __repr__(self) -> str:
         return f"SQLiteDialogJournal({str(self.path)!r})"
@@ -141,7 +166,10 @@ class SQLiteDialogJournal:
             for suffix in ("", "-wal", "-shm"):
                 if suffix == "" or Path(f"{self.path}{suffix}").exists():
                     private_file(Path(f"{self.path}{suffix}"))
-            db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout)
+            # used by the loop's thread and the worker's, never at once (see _run); no lock
+            # is waited for but on the worker (its calls set the timeout)
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=0,
+                                 check_same_thread=False)
         except (OSError, sqlite3.Error) as e:
             raise JournalError(f"cannot open the dialog journal at {self.path}: {e}") from None
         try:
@@ -167,9 +195,35 @@ class SQLiteDialogJournal:
             db.close()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``: at once if the connection is free and the lock to be had, else on
+        the worker thread (module docstring)."""
         if self._executor is None:
             raise JournalError(f"the dialog journal at {self.path} is not open")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        if self._queued == 0 and self._db is not None:
+            self._impatient = True
+            try:
+                return fn(*args)
+            except _Busy:
+                pass  # the lock is held elsewhere: wait for it on the worker
+            finally:
+                self._impatient = False
+        self._queued += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._patiently, fn, *args)
+        finally:
+            self._queued -= 1
+
+    def _patiently(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the worker, waiting for the lock up to ``busy_timeout``."""
+        db = self._db
+        if db is None:
+            return fn(*args)  # opening or closing: fn knows what to do
+        db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        try:
+            return fn(*args)
+        finally:
+            db.execute("PRAGMA busy_timeout = 0")
 
     def _write(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(db, *args)`` in one write transaction (on the worker thread)."""
@@ -186,7 +240,7 @@ class SQLiteDialogJournal:
             db.execute("COMMIT")
             return result
         except sqlite3.Error as e:
-            raise JournalError(f"the dialog journal at {self.path}: {e}") from None
+            raise self._failure(e) from None
 
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
         db = self._db
@@ -195,13 +249,18 @@ class SQLiteDialogJournal:
         try:
             return fn(db, *args)
         except sqlite3.Error as e:
-            raise JournalError(f"the dialog journal at {self.path}: {e}") from None
+            raise self._failure(e) from None
+
+    def _failure(self, e: sqlite3.Error) -> Exception:
+        if self._impatient and getattr(e, "sqlite_errorcode", None) in _BUSY:
+            return _Busy()
+        return JournalError(f"the dialog journal at {self.path}: {e}")
 
     # --- writes --------------------------------------------------------------------------
 
     async def begin(self, id: str, *, workspace: str, user: str, question: str,
                     request: dict[str, Any], timeout: float | None) -> Begun:
-        body = json.dumps(request, ensure_ascii=False)
+        body = _json(request)
         return await self._run(self._write, self._begin, id, workspace, user, question, body,
                                timeout)
 
@@ -236,13 +295,13 @@ class SQLiteDialogJournal:
                          steps: int | None = None, tool_calls: int | None = None,
                          end: tuple[str, int | None, int | None] | None = None) -> bool:
         check_entries(entries)
-        rows = [(kind, json.dumps(body, ensure_ascii=False)) for kind, body in entries]
+        rows = [(kind, _json(body)) for kind, body in entries]
         sweep = False
         if end is not None:
             self._finished += 1
             sweep = self._finished % _SWEEP_EVERY == 1
         return await self._run(self._write, self._begin_with, id, workspace, user, question,
-                               json.dumps(request, ensure_ascii=False), timeout, rows, steps,
+                               _json(request), timeout, rows, steps,
                                tool_calls, end, sweep)
 
     def _begin_with(self, db: sqlite3.Connection, id: str, workspace: str, user: str,
@@ -282,7 +341,7 @@ class SQLiteDialogJournal:
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
                      steps: int | None = None, tool_calls: int | None = None) -> None:
         check_entries(entries)
-        rows = [(kind, json.dumps(body, ensure_ascii=False)) for kind, body in entries]
+        rows = [(kind, _json(body)) for kind, body in entries]
         await self._run(self._write, self._append, id, rows, steps, tool_calls, None)
 
     async def finish(self, id: str, *, status: str,
@@ -290,7 +349,7 @@ class SQLiteDialogJournal:
                      steps: int | None = None, tool_calls: int | None = None,
                      in_token: int | None = None, out_token: int | None = None) -> None:
         check_entries(entries)
-        rows = [(kind, json.dumps(body, ensure_ascii=False)) for kind, body in entries]
+        rows = [(kind, _json(body)) for kind, body in entries]
         self._finished += 1
         sweep = self._finished % _SWEEP_EVERY == 1
         await self._run(self._write, self._finish, id, rows, steps, tool_calls,
@@ -333,7 +392,7 @@ class SQLiteDialogJournal:
                    (RUNNING, f"-{self.max_age_days * 86400:.0f} seconds"))
         db.execute("DELETE FROM toolmesh_dialogs WHERE status <> ? AND id IN ("
                    " SELECT id FROM toolmesh_dialogs WHERE status <> ?"
-                   " ORDER BY started DESC, rowid DESC LIMIT -1 OFFSET ?)",
+                   " ORDER BY rowid DESC LIMIT -1 OFFSET ?)",
                    (RUNNING, RUNNING, self.keep))
 
     # --- reads ---------------------------------------------------------------------------
@@ -369,7 +428,7 @@ class SQLiteDialogJournal:
             args.append(status)
         return [_dialog(r) for r in db.execute(
             f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE {where}"
-            " ORDER BY started DESC, rowid DESC LIMIT ?", [*args, limit])]
+            " ORDER BY rowid DESC LIMIT ?", [*args, limit])]
 
     async def unfinished(self) -> list[Dialog]:
         return await self._run(self._read, self._unfinished)
@@ -378,4 +437,4 @@ class SQLiteDialogJournal:
     def _unfinished(db: sqlite3.Connection) -> list[Dialog]:
         return [_dialog(r) for r in db.execute(
             f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE status = ?"
-            " ORDER BY started, rowid", (RUNNING,))]
+            " ORDER BY rowid", (RUNNING,))]
