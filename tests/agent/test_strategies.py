@@ -68,6 +68,11 @@ async def test_json_steps_are_constrained_and_read_like_any_dialog(
     assert topic["type"] == "string" and topic["minLength"] == 1  # required: never empty
     assert first.messages[0].role == "system" and "- tell-joke: Tell a joke on a given topic." \
         in first.messages[0].content
+    # an example reply per tool, from its required arguments, and one of an answer
+    assert '- to call tell-joke: {"thought": "tell-joke can do this.", "action": "tell-joke", ' \
+        '"arguments": {"topic": "..."}}' in first.messages[0].content
+    assert '- to answer yourself: {"thought": "No tool is needed.", "final_answer": "..."}' \
+        in first.messages[0].content
     # the second step begins with the first (the server's prompt cache holds); the call is
     # sent back without its thought, then the result
     assert second.messages[:2] == first.messages
@@ -90,7 +95,10 @@ async def test_an_identical_call_is_not_run_again_and_the_model_may_answer_with_
     assert observations(messages)[1].startswith(JOKE) and "called with these arguments " \
         "before" in observations(messages)[1]
     last = llm.requests[-1]
-    # the answer step: the question and the result, no tools; the answer itself, or a result
+    # the answer step: the question and the result, no tools (nor how to call them); the
+    # answer itself, or a result
+    assert "tell-joke" not in last.messages[0].content
+    assert "(none: answer the question yourself)" in last.messages[0].content
     assert [m.content for m in last.messages[1:]] == [
         "A food joke", f"Result of tell-joke: {JOKE}\n\nYou have what the tools can give. "
                        "Give your final answer now. If a result above answers the question, "
