@@ -36,19 +36,18 @@ Install it once, then open a new shell:
 The script is generated from this toolmesh's commands: print it again after an upgrade."""
 
 
-def add_parser(commands: Any) -> None:
+def add_parser(commands: Any, *, root: argparse.ArgumentParser) -> None:
+    """``toolmesh completion``; ``root``: the whole command tree the script completes (the
+    parser being built: complete by the time the command runs)."""
     p = commands.add_parser("completion", help="print a shell completion script (bash, zsh, fish)",
                             description=INSTALL,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-    p.set_defaults(run=run, sync=True)
+    p.set_defaults(run=run, sync=True, completed_parser=root)
 
 
 def run(args: argparse.Namespace) -> int:
-    # here: main imports this module
-    from toolmesh.cli.main import build_parser
-
-    sys.stdout.write(script(args.shell, build_parser()))
+    sys.stdout.write(script(args.shell, args.completed_parser))
     return 0
 
 

@@ -67,7 +67,7 @@ def build_parser() -> Parser:
     services_cmd.add_parser(commands)
     dialogs_cmd.add_parser(commands)
     token_cmd.add_parser(commands)
-    completion.add_parser(commands)
+    completion.add_parser(commands, root=parser)
     return parser
 
 

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,7 @@ from toolmesh.gateway.memory import (
 )
 from toolmesh.gateway.openapi import openapi_handler
 from toolmesh.gateway.socket import SocketSession
+from toolmesh.gateway.socket_host import Send
 from toolmesh.gateway.tokens import IamService, TokenRegistry, TokenService
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
 from toolmesh.logs import register_secret
@@ -75,7 +76,6 @@ from toolmesh.web import WORKBENCH_PATH, add_workbench
 log = logging.getLogger("toolmesh.gateway")
 
 #: hands one response (and whether it is the final one) to the client
-Send = Callable[[dict[str, Any], bool], Awaitable[None]]
 
 #: the HTTP status of each error type a call can end with (others: 502, the service's error)
 ERROR_STATUS: dict[str, int] = {

@@ -29,7 +29,7 @@ from toolmesh.gateway.auth import Identity
 from toolmesh.gateway.json_body import BadJson, parse_json, top_level_id
 
 if TYPE_CHECKING:
-    from toolmesh.gateway.server import Gateway
+    from toolmesh.gateway.socket_host import SocketHost
 
 log = logging.getLogger("toolmesh.gateway.socket")
 
@@ -47,7 +47,7 @@ def _frame_id(frame: Any) -> str | int | None:
 class SocketSession:
     """Serves one WebSocket until the client closes it or the gateway stops."""
 
-    def __init__(self, gateway: Gateway, ws: web.WebSocketResponse, *,
+    def __init__(self, gateway: SocketHost, ws: web.WebSocketResponse, *,
                  identity: Identity | None) -> None:
         self.gateway = gateway
         self.ws = ws

@@ -19,7 +19,7 @@ from typing import Any, Self
 
 import aiohttp
 
-from toolmesh.llm import openai_wire
+import toolmesh.llm.openai_wire as openai_wire
 from toolmesh.llm.base import Completion, CompletionStream, LLMError, LLMRefused
 from toolmesh.llm.chat import ChatMessage, ChatRequest
 from toolmesh.llm.quirks import OPENAI, PROBE, Quirks, escapes, identify, quirks_of

@@ -30,7 +30,7 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
-from toolmesh import coroutines
+import toolmesh.coroutines as coroutines
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subscription
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, ToolmeshError
