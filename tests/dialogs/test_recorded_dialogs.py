@@ -306,34 +306,3 @@ async def test_dialogs_are_listed_and_shown_per_workspace(
     assert missing.value.type == "not-found"
     assert bad.value.type == "bad-request" and "list, show" in bad.value.message
     json.dumps(shown)  # what the gateway relays is JSON
-
-
-@pytest.mark.rabbitmq
-async def test_a_dialog_cut_by_a_broken_connection_is_taken_up_when_it_is_back(
-        rabbitmq: Backend, tmp_path: Path, journal: DialogJournal,
-        caplog: pytest.LogCaptureFixture) -> None:
-    """The broker drops the agent's connection in the middle of a call: the run is cut with
-    its channel, and once the connection is back RabbitMQ delivers the unacknowledged request
-    again, flagged as a redelivery — the agent takes the dialog up from its journal: the model
-    is not asked again for the step it took, the call goes again under its key (one mail),
-    and the client, still waiting, gets its answer."""
-    assert rabbitmq.break_connections is not None
-    caplog.set_level("INFO", logger="toolmesh.agent")
-    llm = ScriptedLLM([ACT], rules=[FINISH])
-    async with agent_stack(rabbitmq, tmp_path, llm, journal=journal) as s, \
-            mailer(s, hold=True) as m:
-        asking = asyncio.ensure_future(deliver(s, "dialog-9", {"question": "mail bob"}))
-        async with asyncio.timeout(10):
-            await m.entered.wait()
-        await rabbitmq.break_connections([s.agent.bus])
-        async with asyncio.timeout(30):
-            while "taking up dialog dialog-9 after step 0" not in caplog.text:
-                await asyncio.sleep(0.05)
-        m.gate.set()
-        messages = await asyncio.wait_for(asking, 30)
-    assert answer_of(messages) == "mail to bob #1"
-    assert len(m.sent) == 1 and len(set(m.attempts)) == 1  # one key, one mail
-    assert len(llm.prompts) == 2  # the call's step and the answer's: none asked twice
-    dialog, entries = await journal.get("dialog-9") or (None, [])
-    assert dialog is not None and dialog.status == "answer"
-    assert [e.kind for e in entries] == ["reply", "result", "turn", "end"]
