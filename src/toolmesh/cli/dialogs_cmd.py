@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from toolmesh.cli.config_cmd import add_gateway_flags
@@ -86,11 +87,14 @@ def _show(dialog: dict[str, Any]) -> None:
     print(f"workspace {dialog.get('workspace')}, user {dialog.get('user')}, started "
           f"{dialog.get('started')}")
     print(f"question: {dialog.get('question')}")
+    started = _when(dialog.get("started"))
     for entry in dialog.get("entries") or []:
         body = entry.get("body") or {}
         kind = entry.get("kind")
+        at = _when(entry.get("at"))
+        offset = f"  (+{(at - started).total_seconds():.2f} s)" if at and started else ""
         if kind == "reply":
-            print(f"\nstep {body.get('step')}")
+            print(f"\nstep {body.get('step')}{offset}")
             if body.get("thought"):
                 print(f"  thought: {body['thought']}")
             for call in body.get("calls") or []:
@@ -101,14 +105,22 @@ def _show(dialog: dict[str, Any]) -> None:
         elif kind == "result":
             mark = "" if body.get("ok") else " (failed)"
             mark += " (nothing new)" if body.get("redundant") else ""
-            print(f"  result of {body.get('name')}{mark}: {_short(str(body.get('observation')), 300)}")
+            print(f"  result of {body.get('name')}{mark}{offset}: "
+                  f"{_short(str(body.get('observation')), 300)}")
         elif kind == "end":
             message = body.get("message") or {}
             if message.get("message_type") == "answer":
-                print(f"\nanswer: {body.get('answer') or message.get('content')}")
+                print(f"\nanswer{offset}: {body.get('answer') or message.get('content')}")
             else:
                 error = message.get("error") or {}
-                print(f"\nerror ({error.get('type')}): {error.get('message')}")
+                print(f"\nerror ({error.get('type')}){offset}: {error.get('message')}")
+
+
+def _when(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
 
 
 def _tokens(d: dict[str, Any]) -> str:
