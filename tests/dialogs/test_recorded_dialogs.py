@@ -306,3 +306,15 @@ async def test_dialogs_are_listed_and_shown_per_workspace(
     assert missing.value.type == "not-found"
     assert bad.value.type == "bad-request" and "list, show" in bad.value.message
     json.dumps(shown)  # what the gateway relays is JSON
+
+
+async def test_an_agent_that_records_nothing_says_so_when_asked_for_dialogs(
+        memory: Backend, tmp_path: Path) -> None:
+    llm = ScriptedLLM([ACT], rules=[FINISH])
+    async with agent_stack(memory, tmp_path, llm) as s:  # no journal: --dialogs off
+        client = RequestClient(await memory.connect(), request_queue=s.dialogs_queues[0],
+                               response_queue=s.dialogs_queues[1])
+        async with client:
+            with pytest.raises(RequestError) as refused:
+                await client.request({"operation": "list"}, timeout=10)
+    assert refused.value.type == "not-recorded" and "--dialogs off" in refused.value.message

@@ -107,9 +107,8 @@ class AgentService(Service):
         self.journal = journal
         self.take_up_unfinished = take_up_unfinished
         #: answers which dialogs there were and what they did (`toolmesh dialogs`)
-        self.dialogs = (DialogsService(bus, journal, id=id, workspace=workspace,
-                                       **(dialogs_queues or {}))
-                        if journal is not None else None)
+        self.dialogs = DialogsService(bus, journal, id=id, workspace=workspace,
+                                      **(dialogs_queues or {}))
         self._taken_up: set[asyncio.Task[None]] = set()
         #: the ids of the journaled dialogs this process is running
         self._in_hand: set[str] = set()
@@ -132,8 +131,7 @@ class AgentService(Service):
         await super().start()
         await self.tool_status.start()
         await self.services_status.start()
-        if self.dialogs is not None:
-            await self.dialogs.start()
+        await self.dialogs.start()
         if self.journal is not None and self.take_up_unfinished:
             await self._take_up_unfinished(self.journal)
 
@@ -143,8 +141,7 @@ class AgentService(Service):
         for task in self._taken_up:
             task.cancel()
         await asyncio.gather(*self._taken_up, return_exceptions=True)
-        if self.dialogs is not None:
-            await self.dialogs.stop()
+        await self.dialogs.stop()
         await self.services_status.stop()
         await self.tool_status.stop()
         await super().stop()
@@ -239,8 +236,9 @@ class AgentService(Service):
     async def _journaled(self, request: dict[str, Any], parsed: AgentRequest, reply: Reply,
                          workspace: str, id: str, *, taking_up: bool) -> None:
         assert self.journal is not None
-        opening = {"workspace": workspace, "user": parsed.user, "question": parsed.question,
-                   "request": request, "timeout": deadline.remaining()}
+        opening: dict[str, Any] = {"workspace": workspace, "user": parsed.user,
+                                   "question": parsed.question, "request": request,
+                                   "timeout": deadline.remaining()}
         if not taking_up:
             # a request delivered for the first time: its id names no dialog yet, and the
             # dialog is begun by its first write

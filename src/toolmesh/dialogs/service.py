@@ -28,11 +28,11 @@ DIALOGS_RESPONSE_QUEUE = "response:tg:dialogs:default"
 
 class DialogsService(Service):
     """Answers ``dialogs`` requests from ``journal`` (``workspace``: of requests that name
-    none)."""
+    none); with no journal (``--dialogs off``), each with an error that says so."""
 
     error_type = "dialogs-error"
 
-    def __init__(self, bus: Bus, journal: DialogJournal, *, id: str = "agent",
+    def __init__(self, bus: Bus, journal: DialogJournal | None, *, id: str = "agent",
                  workspace: str = "default", request_queue: str = DIALOGS_REQUEST_QUEUE,
                  response_queue: str = DIALOGS_RESPONSE_QUEUE) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
@@ -41,6 +41,9 @@ class DialogsService(Service):
         self.workspace = workspace
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        if self.journal is None:
+            raise ServiceError("this agent records no dialogs: it runs with --dialogs off",
+                               type="not-recorded")
         workspace = request_workspace(request, default=self.workspace)
         operation = request.get("operation") or "list"
         if operation == "list":
