@@ -54,6 +54,7 @@ class Stack:
     topic: str = ""
     #: the agent's dialogs (journal reading) queues
     dialogs_queues: tuple[str, str] = ("", "")
+    approvals_queues: tuple[str, str] = ("", "")
 
     async def put(self, items: Mapping[tuple[str, str], Any], *,
                   workspace: str = "default") -> int:
@@ -128,6 +129,8 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
     bus = await backend.connect()
     store = await open_store(str(tmp_path / f"{t}.db"))
     dialogs = {"request_queue": f"request:tg:{t}-dialogs", "response_queue": f"response:tg:{t}-dialogs"}
+    approvals = {"request_queue": f"request:tg:{t}-approvals",
+                 "response_queue": f"response:tg:{t}-approvals"}
     async with AsyncExitStack() as stack:
         stack.push_async_callback(store.close)
         await stack.enter_async_context(ConfigService(bus, store, **config_queues))
@@ -161,7 +164,9 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                              config_queues=config_queues, options=options,
                              announcement_queues=announcement_queues,
                              announcements=announcements, journal=journal,
-                             dialogs_queues=dialogs, take_up_unfinished=take_up)
+                             dialogs_queues=dialogs, take_up_unfinished=take_up,
+                             approvals_queues=approvals,
+                             approvals_notify_queue=f"notify:tg:{t}-approvals")
         await stack.enter_async_context(agent)
         config = await stack.enter_async_context(ConfigClient(bus, timeout=10, request_queue=q["config"][0],
                                                               response_queue=q["config"][1]))
@@ -170,4 +175,5 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
             is_final=is_final, error_of=lambda response: None))
         yield Stack(backend, llm, config, agent, client, q["joke"], mcp, prompt, q["tools"],
                     announcement_queues, q["services"], topic=t,
-                    dialogs_queues=(dialogs["request_queue"], dialogs["response_queue"]))
+                    dialogs_queues=(dialogs["request_queue"], dialogs["response_queue"]),
+                    approvals_queues=(approvals["request_queue"], approvals["response_queue"]))

@@ -127,7 +127,7 @@ PART_OPTIONS = {
                 "--insecure", "--no-workbench", "--startup-grace", "--deadline",
                 *(bound.flag for bound in options.GATEWAY_BOUNDS)},
     "agent": {"--flow", "--no-announcements", "--tool-calling", "--step-temperature",
-              "--dialogs", "--dialogs-keep", "--dialogs-days",
+              "--dialogs", "--dialogs-keep", "--dialogs-days", "--approval",
               *(bound.flag for bound in options.AGENT_BOUNDS),
               *(bound.flag for bound in options.STREAM_BOUNDS)},
     "prompt": set(),

@@ -25,6 +25,8 @@ from toolmesh.telemetry import metrics, tracing
 log = logging.getLogger("toolmesh.agent")
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
+#: asks whether a checked call may run: ``None`` if so, else the observation saying why not
+Permit = Callable[[Tool, Any], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,9 +46,11 @@ class ToolRunner:
     tool_max_timeout: float
 
     async def run(self, name: str, arguments: Any, offered: Mapping[str, Tool], *, user: str,
-                  emit: Emit, tally: DialogTally, key: str | None = None) -> Outcome:
+                  emit: Emit, tally: DialogTally, key: str | None = None,
+                  permit: Permit | None = None) -> Outcome:
         """The outcome of calling ``name`` with ``arguments``; ``key``: the call's
-        idempotency key, passed to the tool (the same on every attempt of this call)."""
+        idempotency key, passed to the tool (the same on every attempt of this call);
+        ``permit``: asked once the call is checked (a person may have to approve it)."""
         tool = offered.get(name)
         if tool is None:
             # the name the LLM made up is no label: a model could invent one per call
@@ -62,6 +66,12 @@ class ToolRunner:
             return Outcome(observation=f"Error: invalid arguments for {tool.name!r}: "
                                        + "; ".join(problems) + ". You passed: "
                                        + json.dumps(arguments, ensure_ascii=False), ok=False)
+        if permit is not None:
+            refusal = await permit(tool, arguments)
+            if refusal is not None:
+                metrics.tool_call(tool=tool.name, type=kind, outcome="not-approved",
+                                  seconds=None)
+                return Outcome(observation=refusal, ok=False)
         started = time.perf_counter()
         with tracing.span(f"tool {tool.name}", kind="client",
                           attributes={"toolmesh.tool": tool.name,

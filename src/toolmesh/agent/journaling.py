@@ -22,6 +22,7 @@ from typing import Any
 
 from toolmesh.agent.strategies import CallRequest, Calls, Unusable, Wrap
 from toolmesh.agent.transcript import CallRecord, Turn
+from toolmesh.approvals.wire import ANSWER_ENTRY, REQUEST_ENTRY, open_requests
 from toolmesh.dialogs import DialogJournal, Entry, JournalError
 
 log = logging.getLogger("toolmesh.agent")
@@ -80,6 +81,17 @@ class DialogLog:
             "arguments": record.arguments, "observation": record.observation, "ok": record.ok,
             "redundant": record.redundant,
             "seconds": None if seconds is None else round(seconds, 6)}))
+
+    def asked(self, request: dict[str, Any]) -> None:
+        """A call waits for a person (:mod:`toolmesh.agent.approving`; written by the next
+        :meth:`flush`, before anyone is told)."""
+        if self.journal is not None:
+            self._pending.append((REQUEST_ENTRY, request))
+
+    def answered(self, answer: dict[str, Any]) -> None:
+        """An answer the agent itself gave (the request expired)."""
+        if self.journal is not None:
+            self._pending.append((ANSWER_ENTRY, answer))
 
     def turn(self, step: int, state: str | None, wrap: Wrap | None) -> None:
         if self.journal is None:
@@ -158,6 +170,9 @@ class Resumption:
     tool_calls: int = 0
     #: the dialog's last message, when it had ended (an answer with the whole answer)
     end: dict[str, Any] | None = None
+    #: the calls of ``pending`` that asked a person, and the answers they got, by call key
+    asked: dict[str, dict[str, Any]] = field(default_factory=dict)
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def resumption(entries: Sequence[Entry], *, state: str | None = None) -> Resumption:
@@ -191,6 +206,8 @@ def resumption(entries: Sequence[Entry], *, state: str | None = None) -> Resumpt
                                                     problem=c.get("problem"))
                                         for c in reply["calls"]))
         out.known = results
+        out.asked, out.answers = open_requests(
+            (e.kind, e.body) for e in entries if e.kind in (REQUEST_ENTRY, ANSWER_ENTRY))
     return out
 
 

@@ -32,6 +32,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from toolmesh.agent.action import tool_call_message
+from toolmesh.agent.approving import DEFAULT_APPROVAL_TIMEOUT, DialogApprovals
 from toolmesh.agent.calls import Emit, ToolRunner
 from toolmesh.agent.journaling import DialogLog, Resumption
 from toolmesh.agent.narrator import Narrator
@@ -52,6 +53,7 @@ from toolmesh.agent.tally import DialogTally
 from toolmesh.agent.tools import Tool
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.agent.transcript import CallRecord, Transcript, Turn
+from toolmesh.approvals import DEFAULT_POLICY, ApprovalGate, Policy
 from toolmesh.errors import RequestError
 from toolmesh.llm.coalesce import Coalescing
 from toolmesh.llm.usage import Usage, metering
@@ -104,6 +106,10 @@ class AgentOptions:
     #: the temperature steps are asked at (``None``: the server's): 0 by default, so that
     #: which tool a model picks is not a roll of the dice
     temperature: float | None = 0.0
+    #: whether calls of tools that set no policy wait for a person (docs/approvals.md)
+    approval: Policy = DEFAULT_POLICY
+    #: seconds an approval request waits before it is taken as denied
+    approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,10 +126,13 @@ class AgentLoop:
     """Runs dialogs; each :meth:`run` has its own transcript, so many run at once."""
 
     def __init__(self, *, prompts: Prompts, tools: Callable[[], ToolSet],
-                 options: AgentOptions = AgentOptions()) -> None:
+                 options: AgentOptions = AgentOptions(),
+                 gate: ApprovalGate | None = None) -> None:
         self.prompts = prompts
         self.tools = tools
         self.options = options
+        #: where the answers of calls that wait for a person arrive (``None``: none waits)
+        self.gate = gate
         self.runner = ToolRunner(tool_timeout=options.tool_timeout,
                                  tool_max_timeout=options.tool_max_timeout)
         self._no_capabilities_logged = False
@@ -216,6 +225,10 @@ class AgentLoop:
                       tally: DialogTally, usage: Usage, journal: DialogLog,
                       resumed: Resumption | None) -> None:
         strategy = await self.strategy(toolset())
+        approvals = DialogApprovals(gate=self.gate, journal=journal, emit=emit,
+                                    workspace=workspace or toolset().workspace,
+                                    user=request.user, default=self.options.approval,
+                                    timeout=self.options.approval_timeout, resumed=resumed)
         transcript = Transcript.of(request.question, request.history)
         state = request.state
         wrap: Wrap | None = None
@@ -230,7 +243,7 @@ class AgentLoop:
                 tally.steps = number
                 offered = await self._offered(request, toolset, state)
                 step = await self._act(resumed.pending, offered, request.user, emit,
-                                       transcript, state, tally, journal, number,
+                                       transcript, state, tally, journal, approvals, number,
                                        known=resumed.known, told=True)
                 journal.turn(number, step.state, step.wrap)
                 state, wrap = step.state, step.wrap
@@ -244,8 +257,8 @@ class AgentLoop:
             tally.steps = number
             with tracing.span(f"agent step {number}"):
                 step = await self._step(request, strategy, emit, toolset, workspace, transcript,
-                                        state, tally, journal, number, wrap=final or wrap,
-                                        last=final is not None)
+                                        state, tally, journal, approvals, number,
+                                        wrap=final or wrap, last=final is not None)
             if step.ended:
                 return
             journal.turn(number, step.state, step.wrap)
@@ -270,7 +283,7 @@ class AgentLoop:
     async def _step(self, request: AgentRequest, strategy: Strategy, emit: Emit,
                     toolset: Callable[[], ToolSet], workspace: str | None,
                     transcript: Transcript, state: str | None, tally: DialogTally,
-                    journal: DialogLog, number: int, *,
+                    journal: DialogLog, approvals: DialogApprovals, number: int, *,
                     wrap: Wrap | None, last: bool = False) -> _Outcome:
         """One step: ask the LLM, act on its reply. A step with a ``wrap`` may only answer:
         calls it makes are not run; ``last``: nor told to the model (the dialog ends)."""
@@ -313,11 +326,11 @@ class AgentLoop:
         # every call that may be made is in the journal first, with its id
         await journal.flush(steps=number)
         return await self._act(decision, offered, request.user, emit, transcript, state,
-                               tally, journal, number)
+                               tally, journal, approvals, number)
 
     async def _act(self, decision: Calls, offered: Mapping[str, Tool], user: str, emit: Emit,
                    transcript: Transcript, state: str | None, tally: DialogTally,
-                   journal: DialogLog, number: int, *,
+                   journal: DialogLog, approvals: DialogApprovals, number: int, *,
                    known: Mapping[str, CallRecord] | None = None,
                    told: bool = False) -> _Outcome:
         """Run a reply's calls — at most ``parallel_calls`` at once — and tell the client
@@ -347,7 +360,9 @@ class AgentLoop:
             async with room:
                 outcome = await self.runner.run(call.name, call.arguments, offered, user=user,
                                                 emit=emit, tally=tally,
-                                                key=journal.key(number, call.id))
+                                                key=journal.key(number, call.id),
+                                                permit=partial(approvals.permit, step=number,
+                                                               call=call.id))
             # it goes into every later prompt of the dialog: a huge result must not
             observation = cut(outcome.observation, limit=self.options.max_observation)
             if outcome.ok and transcript.returned(call.name, observation):

@@ -19,6 +19,7 @@ from toolmesh.agent.services_service import AgentServicesService
 from toolmesh.agent.status_service import AgentToolsService
 from toolmesh.agent.tools.context import ClientPool
 from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
+from toolmesh.approvals import ApprovalGate, ApprovalsService
 from toolmesh.bus.base import Bus
 from toolmesh.bus.delivery import redelivered
 from toolmesh.config.client import ConfigSnapshot
@@ -71,7 +72,9 @@ class AgentService(Service):
                  announcements: bool = True,
                  announcement_queues: dict[str, str] | None = None,
                  journal: DialogJournal | None = None, take_up_unfinished: bool = False,
-                 dialogs_queues: dict[str, str] | None = None) -> None:
+                 dialogs_queues: dict[str, str] | None = None,
+                 approvals_queues: dict[str, str] | None = None,
+                 approvals_notify_queue: str | None = None) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.clients = ClientPool(bus)
@@ -88,7 +91,11 @@ class AgentService(Service):
         self._watcher = WorkspaceWatcher(bus, types=WATCHED_TYPES, on_change=self._on_config,
                                          on_forget=self._forget_workspace,
                                          preload=(workspace,), **(config_queues or {}))
-        self.loop = AgentLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options)
+        #: where the answers of calls that wait for a person arrive (docs/approvals.md)
+        self.gate = ApprovalGate(bus, **({"notify_queue": approvals_notify_queue}
+                                         if approvals_notify_queue else {}))
+        self.loop = AgentLoop(prompts=self.prompts, tools=lambda: self.toolset, options=options,
+                              gate=self.gate)
         self.mcp = McpToolClient(bus, **(mcp_queues or {}))
         self.services: dict[str, Any] = {"prompt": self.prompts, "mcp": self.mcp,
                                          "registry": self.registry}
@@ -109,6 +116,9 @@ class AgentService(Service):
         #: answers which dialogs there were and what they did (`toolmesh dialogs`)
         self.dialogs = DialogsService(bus, journal, id=id, workspace=workspace,
                                       **(dialogs_queues or {}))
+        #: answers what waits for a person, and takes their answers (`toolmesh approvals`)
+        self.approvals = ApprovalsService(bus, self.gate, journal, id=id, workspace=workspace,
+                                          **(approvals_queues or {}))
         self._taken_up: set[asyncio.Task[None]] = set()
         #: the ids of the journaled dialogs this process is running
         self._in_hand: set[str] = set()
@@ -124,6 +134,7 @@ class AgentService(Service):
 
     async def start(self) -> None:
         await self.prompts.start()
+        await self.gate.start()
         await self.mcp.start()
         if self.registry is not None:
             await self.registry.start()
@@ -132,6 +143,7 @@ class AgentService(Service):
         await self.tool_status.start()
         await self.services_status.start()
         await self.dialogs.start()
+        await self.approvals.start()
         if self.journal is not None and self.take_up_unfinished:
             await self._take_up_unfinished(self.journal)
 
@@ -141,6 +153,7 @@ class AgentService(Service):
         for task in self._taken_up:
             task.cancel()
         await asyncio.gather(*self._taken_up, return_exceptions=True)
+        await self.approvals.stop()
         await self.dialogs.stop()
         await self.services_status.stop()
         await self.tool_status.stop()
@@ -149,6 +162,7 @@ class AgentService(Service):
         if self.registry is not None:
             await self.registry.stop()
         await self.prompts.stop()
+        await self.gate.stop()
         schemas = self.services.get("mcp-schemas")  # made by the first mcp-tool (mcp_tool.py)
         if schemas is not None:
             await schemas.close()  # its background reads use the client stopped next

@@ -106,8 +106,13 @@ AGENT_BOUNDS = (
           "0: no limit"),
     Bound("--parallel-calls", "TOOLMESH_PARALLEL_CALLS", int, 4,
           "tool calls of one LLM reply (native tool calling) that run at once"),
+    Bound("--approval-timeout", "TOOLMESH_APPROVAL_TIMEOUT", float, 300,
+          "seconds a call that waits for a person's approval waits; unanswered, it is "
+          "denied (docs/approvals.md)"),
 )
 
+#: the operator's default approval policy (toolmesh.approvals.policy)
+APPROVAL_CHOICES = ("never", "always")
 #: how agents get tool calls out of a model (docs/tool-calling.md)
 TOOL_CALLING_CHOICES = ("auto", "native", "json", "react")
 #: the servers of toolmesh.llm.quirks.TABLE (named here: every command builds its parser, and
@@ -317,6 +322,12 @@ def add_agent(parser: argparse.ArgumentParser) -> None:
     add_bounds(parser, AGENT_BOUNDS)
     add_step_temperature(parser)
     add_dialogs(parser)
+    approval = os.environ.get("TOOLMESH_APPROVAL", "never")
+    parser.add_argument("--approval", choices=APPROVAL_CHOICES,
+                        default=approval if approval in APPROVAL_CHOICES else "never",
+                        help="whether calls of tools that set no approval policy (nor their "
+                             "MCP server, nor its annotations) wait for a person to approve "
+                             "them (env TOOLMESH_APPROVAL; default: %(default)s)")
 
 
 def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:

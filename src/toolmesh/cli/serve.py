@@ -260,7 +260,8 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         agent_options = AgentOptions(**options.bound_values(args, options.AGENT_BOUNDS),
                                      coalescing=_coalescing(args),
                                      tool_calling=args.tool_calling,
-                                     temperature=args.temperature_of_steps)
+                                     temperature=args.temperature_of_steps,
+                                     approval=args.approval)
         journal = await _journal(args)
         if journal is not None:
             stores.append(journal)
@@ -268,6 +269,10 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                             take_up_unfinished=args.bus.startswith("memory:"),
                             dialogs_queues={"request_queue": f"request:tg:dialogs:{args.flow}",
                                             "response_queue": f"response:tg:dialogs:{args.flow}"},
+                            approvals_queues={
+                                "request_queue": f"request:tg:approvals:{args.flow}",
+                                "response_queue": f"response:tg:approvals:{args.flow}"},
+                            approvals_notify_queue=f"notify:tg:approvals:{args.flow}",
                             request_queue=f"request:tg:agent:{args.flow}",
                             response_queue=f"response:tg:agent:{args.flow}",
                             tools_queues={"request_queue": f"request:tg:agent-tools:{args.flow}",

@@ -22,8 +22,8 @@ from typing import Any, Literal, get_args
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.store.base import StoredToken, check_name
 
-Capability = Literal["config:read", "config:write", "agent", "tools:invoke", "metrics:read",
-                     "admin"]
+Capability = Literal["config:read", "config:write", "agent", "approve", "tools:invoke",
+                     "metrics:read", "admin"]
 
 #: every capability, in the order lists show them
 CAPABILITIES: tuple[Capability, ...] = get_args(Capability)
@@ -33,6 +33,7 @@ CAPABILITY_HELP: dict[Capability, str] = {
     "config:read": "read config items (get, list, getvalues, config, history) and flows",
     "config:write": "put and delete config items (not secrets or stdio MCP items)",
     "agent": "run agent dialogs, list the agent's tools, prompt and text-completion",
+    "approve": "answer the approval requests (and MCP servers' questions) of dialogs",
     "tools:invoke": "call MCP tools (mcp-tool) and tool services (tool-service) directly",
     "metrics:read": "scrape the gateway's /metrics (counts and tool names of every workspace)",
     "admin": "write secrets and stdio MCP items; with every workspace: manage tokens",

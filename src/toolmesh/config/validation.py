@@ -34,6 +34,9 @@ TOOL_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 MCP_TRANSPORTS = ("streamable-http", "sse", "stdio")
+#: who must approve a call (toolmesh.approvals.policy; kept here as text: config must not
+#: import the agent's subsystems)
+APPROVAL_VALUES = ("always", "never", "auto")
 
 
 class _Item:
@@ -75,6 +78,13 @@ class _Item:
             # on: a call sent there would reach every listener as a notice
             raise self.fail(field, f"{q!r} is a notify (broadcast) queue; a tool service "
                                    "answers on request and response queues")
+
+    def approval(self) -> None:
+        """The optional ``approval`` policy (toolmesh.approvals.policy)."""
+        value = self.value.get("approval")
+        if value is not None and value not in APPROVAL_VALUES:
+            raise self.fail("approval", f"must be one of {', '.join(APPROVAL_VALUES)}, not "
+                                        f"{json.dumps(value)}")
 
     def disabled(self) -> bool:
         """Whether the item is switched off (``"enabled": false``): then it needs no other
@@ -137,6 +147,7 @@ def _tool(item: _Item) -> None:
     item.string_list("group")
     item.string_list("applicable-states")
     item.string("state", required=False)
+    item.approval()
     arguments = item.value.get("arguments", [])
     if not isinstance(arguments, list):
         raise item.fail("arguments", "must be an array of {name, type, description}")
@@ -177,6 +188,7 @@ def _mcp(item: _Item, stdio_allow: StdioAllowList) -> None:
     item.string("remote-name", required=False)
     if not isinstance(item.value.get("sampling", False), bool):
         raise item.fail("sampling", "must be true or false")
+    item.approval()
     token = item.string("auth-token", required=False)
     problem = header_value_problem(token) if token is not None else None
     if problem is not None:

@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 from toolmesh.errors import ToolmeshError
 
 #: the kinds of entries, in the order a step writes them
-KINDS = ("reply", "result", "turn", "end")
+KINDS = ("reply", "approval", "answer", "result", "turn", "end")
 
 #: how many finished dialogs a journal keeps by default (the oldest go first)
 DEFAULT_KEEP = 10_000

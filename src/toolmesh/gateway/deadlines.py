@@ -30,6 +30,8 @@ DEFAULT_DEADLINES: Mapping[str, float] = MappingProxyType({
     "agent-services": 30.0,
     # one read of the dialog journal
     "dialogs": 30.0,
+    # a read of the journal, or an answer recorded and announced
+    "approvals": 30.0,
     # one LLM answer: a whole one fails at the provider's 120 s first (its error, not ours,
     # reaches the caller); a streamed one may take longer while its pieces keep coming
     "prompt": 300.0,
@@ -45,6 +47,7 @@ HINTS: Mapping[str, str] = MappingProxyType({
     "agent-services": "is `toolmesh run agent` running for this flow? (the agent answers it)",
     "dialogs": "is `toolmesh run agent` running for this flow, recording dialogs? (the agent "
                "answers it unless started with --dialogs off)",
+    "approvals": "is `toolmesh run agent` running for this flow? (the agent answers it)",
     "prompt": "is `toolmesh run prompt` running? (it needs `toolmesh run text-completion`)",
     "text-completion": "is `toolmesh run text-completion` running?",
 })

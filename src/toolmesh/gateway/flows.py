@@ -37,8 +37,8 @@ log = logging.getLogger("toolmesh.gateway.flows")
 FLOW_TYPE = "flow"
 
 #: the per-flow services the gateway reaches, and their queues (for ``get-flow``)
-FLOW_SERVICES = ("agent", "mcp-tool", "agent-tools", "agent-services", "dialogs", "prompt",
-                 "text-completion")
+FLOW_SERVICES = ("agent", "mcp-tool", "agent-tools", "agent-services", "dialogs", "approvals",
+                 "prompt", "text-completion")
 
 
 def unknown_flow(flow: str, workspace: str, known: list[str] | None = None) -> ServiceError:

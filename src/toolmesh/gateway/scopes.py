@@ -12,6 +12,7 @@ config put of a secret or a stdio item     ``config:write`` and ``admin`` in the
 agent, agent-tools, agent-services,        ``agent`` in the workspace
 dialogs, prompt, text-completion
 prompt render of a draft ``template``      ``config:write`` in the workspace
+approvals (list, approve, deny, answer)    ``approve`` in the workspace
 mcp-tool, tool-service                     ``tools:invoke`` in the workspace
 token (create, list, revoke)               ``admin`` (within its own scope, see
                                            :mod:`toolmesh.gateway.tokens`)
@@ -66,6 +67,7 @@ CONFIG_EVERYWHERE = frozenset({"getvalues-all-ws", "list-workspaces"})
 SERVICE_NEEDS: dict[str, Capability] = {
     "flow": "config:read",
     "agent": "agent", "agent-tools": "agent", "agent-services": "agent", "dialogs": "agent",
+    "approvals": "approve",
     "prompt": "agent",
     "text-completion": "agent",
     "mcp-tool": "tools:invoke", "tool-service": "tools:invoke",

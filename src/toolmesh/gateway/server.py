@@ -177,6 +177,9 @@ class Gateway:
         # the dialogs the agent recorded (docs/dialogs.md), read back from its journal
         self.add(FlowEndpoint(bus, "dialogs", request_queue="request:tg:dialogs:{flow}",
                               response_queue="response:tg:dialogs:{flow}", part="agent"))
+        # the calls that wait for a person, and their answers (docs/approvals.md)
+        self.add(FlowEndpoint(bus, "approvals", request_queue="request:tg:approvals:{flow}",
+                              response_queue="response:tg:approvals:{flow}", part="agent"))
         self.add(tool_services)
         # TrustGraph's prompt and LLM services, on their wire (TrustGraph's clients stream
         # both over the WebSocket; REST joins a streamed answer into one body)

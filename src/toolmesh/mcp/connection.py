@@ -44,6 +44,8 @@ class RemoteTool:
     #: the tool's ``execution.taskSupport``: "required" means the server runs it only as a
     #: task (MCP task augmentation), which this client does not do
     task_support: str | None = None
+    #: the tool's ``annotations`` (``readOnlyHint``, ``destructiveHint``...), as listed
+    annotations: dict[str, Any] | None = None
 
     @property
     def needs_task(self) -> bool:

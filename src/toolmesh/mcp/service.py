@@ -4,7 +4,7 @@ Request ``{"name": "<mcp config id>", "parameters": {...} | "<JSON text of an ob
 "timeout"?: seconds}`` → response ``{"error": null, "text": str | null, "object": str | null}``
 (``object`` is the JSON text of the server's ``structuredContent``, as TrustGraph sends it).
 A discovery request ``{"name": id, "operation": "describe"}`` answers ``object`` = the JSON of
-``{"name", "description", "inputSchema", "execution"?}`` of the remote tool (``execution``
+``{"name", "description", "inputSchema", "execution"?, "annotations"?}`` of the remote tool (``execution``
 as the server lists it: ``{"taskSupport": "required"}`` marks a tool this client cannot call).
 ``{"name": id, "operation": "list-tools"}`` answers ``object`` = the JSON of
 ``[{"name", "description", "inputSchema", "execution"?}, ...]``: every tool the item's server
@@ -389,6 +389,8 @@ def _described(tool: RemoteTool) -> dict[str, Any]:
                  "inputSchema": tool.input_schema}
     if tool.task_support is not None:
         described["execution"] = {"taskSupport": tool.task_support}
+    if tool.annotations:
+        described["annotations"] = tool.annotations
     return described
 
 

@@ -338,7 +338,8 @@ async def _list_all(session: ClientSession) -> list[RemoteTool]:
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
         tools.extend(RemoteTool(t.name, t.description or "", dict(t.input_schema or {}),
-                                task_support=t.execution.task_support if t.execution else None)
+                                task_support=t.execution.task_support if t.execution else None,
+                                annotations=_annotations(t))
                      for t in page.tools)
         cursor = page.next_cursor
         if not cursor:
@@ -360,3 +361,11 @@ def _too_large(server: McpServer, what: str) -> str:
 
 def _now() -> float:
     return asyncio.get_running_loop().time()
+
+
+def _annotations(tool: Any) -> dict[str, Any] | None:
+    """A listed tool's annotations as the wire spells them (``readOnlyHint``...)."""
+    annotations = getattr(tool, "annotations", None)
+    if annotations is None:
+        return None
+    return annotations.model_dump(by_alias=True, exclude_none=True, mode="json") or None

@@ -25,7 +25,8 @@ from typing import Any, Literal
 from toolmesh.errors import ServiceError
 from toolmesh.schema.json_object import json_object
 
-MessageType = Literal["thought", "tool-call", "observation", "answer", "error", "progress"]
+MessageType = Literal["thought", "tool-call", "observation", "answer", "error", "progress",
+                      "approval-request", "elicitation-request"]
 
 DEFAULT_USER = "trustgraph"
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolmesh.agent.arguments import Argument, arguments_from_config, check_arguments
+from toolmesh.approvals.policy import Policy, PolicyError, parse_policy, required
 from toolmesh.errors import ToolmeshError
 from toolmesh.mcp.progress import Progress
 
@@ -54,6 +55,8 @@ class ToolInfo:
     group: tuple[str, ...] = ("default",)
     applicable_states: tuple[str, ...] = ("*",)
     state: str | None = None
+    #: who must approve its calls (``None``: the operator's default decides)
+    approval: Policy | None = None
 
     @classmethod
     def from_config(cls, key: str, config: Mapping[str, Any], *,
@@ -64,7 +67,15 @@ class ToolInfo:
             arguments=arguments if arguments is not None else arguments_from_config(config.get("arguments")),
             group=tuple(config.get("group") or ("default",)),
             applicable_states=tuple(config.get("applicable-states") or ("*",)),
-            state=config.get("state") or None)
+            state=config.get("state") or None,
+            approval=_policy(key, config))
+
+
+def _policy(key: str, config: Mapping[str, Any]) -> Policy | None:
+    try:
+        return parse_policy(config.get("approval"), where=f"tool/{key}")
+    except PolicyError as e:
+        raise ToolBuildError(e.message) from e
 
 
 class Tool(ABC):
@@ -88,6 +99,11 @@ class Tool(ABC):
     async def prepare(self) -> None:
         """Called before the tool is offered in a step (e.g. to learn its schema); cheap
         when there is nothing to do."""
+
+    def needs_approval(self, default: Policy) -> bool:
+        """Whether a call of this tool waits for a person (:mod:`toolmesh.approvals.policy`;
+        ``default``: the operator's)."""
+        return required(tool=self.info.approval, default=default)
 
     def check(self, arguments: Any) -> list[str]:
         """Every problem with ``arguments`` (empty when the call may go ahead): against the

@@ -41,6 +41,8 @@ RETRY_AFTER = 15.0
 class _Entry:
     item: Any  # the mcp config item the schema was read for: a changed item reads anew
     schema: dict[str, Any] | None = None
+    #: the tool's MCP annotations (``readOnlyHint``, ``destructiveHint``...)
+    annotations: dict[str, Any] | None = None
     expires: float = 0.0  # clock time after which the schema is read again
     unavailable: str | None = None
     retry_at: float = 0.0
@@ -90,6 +92,12 @@ class McpSchemas:
     def unavailable(self, id: str, *, workspace: str = DEFAULT_WORKSPACE) -> str | None:
         entry = self._entries.get((workspace, id))
         return entry.unavailable if entry is not None else None
+
+    def annotations(self, id: str, *, workspace: str = DEFAULT_WORKSPACE
+                    ) -> dict[str, Any] | None:
+        """The MCP annotations of the tool of mcp item ``id``, when read."""
+        entry = self._entries.get((workspace, id))
+        return entry.annotations if entry is not None else None
 
     def prefetch(self, id: str, *, item: Any, workspace: str = DEFAULT_WORKSPACE) -> None:
         """Start reading the schema of ``id`` if it is due, without waiting for it (when a
@@ -160,6 +168,8 @@ class McpSchemas:
         # a notice that came while we read may postdate what we read: read again next time
         entry.expires = 0.0 if generation != entry.generation else self._clock() + self.ttl
         entry.schema = described.get("inputSchema") or {"type": "object"}
+        annotations = described.get("annotations")
+        entry.annotations = annotations if isinstance(annotations, dict) else None
         execution = described.get("execution")
         if isinstance(execution, dict) and execution.get("taskSupport") == "required":
             # not a failure of the server: it answers, but only with a task; asked again

@@ -22,6 +22,7 @@ from toolmesh.agent.arguments import (
 from toolmesh.agent.tools.base import Call, Tool, ToolBuildError, ToolInfo
 from toolmesh.agent.tools.context import BuildContext
 from toolmesh.agent.tools.mcp_schemas import McpSchemas
+from toolmesh.approvals.policy import Policy, PolicyError, parse_policy, required
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.errors import RequestError
 
@@ -79,6 +80,17 @@ class McpTool(Tool):
                 log.warning("MCP tool %r has an invalid inputSchema (%s); only the declared "
                             "arguments are checked", self.mcp_id, e.message)
         self.schema = schema
+
+    def needs_approval(self, default: Policy) -> bool:
+        """The tool item's policy, else its server's (the ``mcp`` item), else the tool's
+        annotations as its server lists them, else ``default``."""
+        try:
+            server = parse_policy(self.item.get("approval"), where=f"mcp/{self.mcp_id}")
+        except PolicyError:
+            server = "always"  # refused when put; an item from before asks, to be safe
+        return required(tool=self.info.approval, server=server, default=default,
+                        annotations=self.schemas.annotations(self.mcp_id,
+                                                             workspace=self.workspace))
 
     def check(self, arguments: Any) -> list[str]:
         # declared and schema problems together: the LLM fixes them all in one round

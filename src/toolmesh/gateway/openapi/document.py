@@ -277,6 +277,15 @@ def _paths() -> dict[str, Any]:
             "each call's result, the end). Answered by the agent process unless it runs with "
             "`--dialogs off`.",
             "DialogsRequest", "DialogsResponse", per_flow=True),
+        f"{flow}/approvals": _service(
+            "approvals", "The calls that wait for a person: list them, answer one",
+            "Calls of tools whose approval policy asks, and MCP servers' questions "
+            "(elicitation), of the workspace's dialogs (docs/approvals.md): `list` them; "
+            "`approve` (naming the call's `digest`: an approval is bound to the exact call) "
+            "or `deny` (with a `reason` the model sees) a call; `answer` a question "
+            "(`accept` with the form's `content`, `decline`, `cancel`). Needs `approve`. "
+            "Answered by the agent process.",
+            "ApprovalsRequest", "ApprovalsResponse", per_flow=True),
     }
 
 
@@ -297,7 +306,7 @@ def _components() -> dict[str, Any]:
             "Timeout": {"name": "X-Timeout", "in": "header", "required": False,
                         "description": "this request's deadline in seconds, at most the "
                                        "route's own (by default config and flow 10 s, "
-                                       "agent-tools, agent-services and dialogs 30 s, "
+                                       "agent-tools, agent-services, dialogs and approvals 30 s, "
                                        "mcp-tool and "
                                        "tool-service 130 s, "
                                        "prompt and text-completion 300 s, agent 600 s; the "

@@ -8,7 +8,59 @@ from toolmesh.gateway.openapi.schemas import WORKSPACE, Schema, ref, text
 
 
 def status_schemas() -> dict[str, Schema]:
-    return {**agent_tools_schemas(), **agent_services_schemas(), **dialogs_schemas()}
+    return {**agent_tools_schemas(), **agent_services_schemas(), **dialogs_schemas(),
+            **approvals_schemas()}
+
+
+def approvals_schemas() -> dict[str, Schema]:
+    when = {"type": "string", "format": "date-time"}
+    return {
+        "ApprovalsRequest": {
+            "type": "object", "properties": {
+                "workspace": WORKSPACE,
+                "operation": {"enum": ["list", "approve", "deny", "answer"],
+                              "description": "default: list"},
+                "dialog": text("the dialog of the call answered"),
+                "call": text("the call answered (its key, as the request shows it)"),
+                "digest": text("the digest of the call approved (`approve`; `deny` may "
+                               "name it)"),
+                "reason": text("why the call is denied: the model is told (`deny`)"),
+                "action": {"enum": ["accept", "decline", "cancel"],
+                           "description": "the answer to a question (`answer`)"},
+                "content": {"type": "object", "description": "the form's values (`answer` "
+                                                             "with `accept`)"}}},
+        "ApprovalRequest": {
+            "type": "object", "required": ["kind", "dialog", "call", "tool", "expires"],
+            "properties": {
+                "kind": {"enum": ["approval", "elicitation"]},
+                "dialog": text("the dialog that waits"),
+                "call": text("the call's key: DIALOG/STEP/CALL"),
+                "step": {"type": "integer"}, "workspace": text("its workspace"),
+                "user": text("who asked the dialog"), "tool": text("the tool called"),
+                "arguments": {"description": "the exact arguments of the call"},
+                "digest": text("sha256 of the tool and the arguments, canonical JSON"),
+                "expires": {**when, "description": "unanswered by then, it is denied"},
+                "mode": {"enum": ["form", "url"], "description": "a question's mode"},
+                "message": text("the question (elicitation)"),
+                "schema": {"type": "object", "description": "the form asked for (form)"},
+                "url": text("the page to open (url)")}},
+        "ApprovalAnswer": {
+            "type": "object", "properties": {
+                "dialog": text("the dialog"), "call": text("the call"),
+                "digest": text("the digest answered"),
+                "decision": {"enum": ["approve", "deny", "expired", "accept", "decline",
+                                      "cancel"]},
+                "reason": text("why it was denied"),
+                "content": {"type": "object"}, "at": when}},
+        "ApprovalsResponse": {
+            "description": "`approvals` (list, oldest first) or `answer`; or `error` "
+                           "(`not-found`: no such call waits in the workspace; `stale`: the "
+                           "digest is not the waiting call's; `answered`; `expired`).",
+            "type": "object", "properties": {
+                "workspace": text("the workspace listed"),
+                "approvals": {"type": "array", "items": ref("ApprovalRequest")},
+                "answer": ref("ApprovalAnswer"), "error": ref("ServiceError")}},
+    }
 
 
 def dialogs_schemas() -> dict[str, Schema]:
@@ -42,7 +94,8 @@ def dialogs_schemas() -> dict[str, Schema]:
                                                             "result, turn and end entries",
                             "items": {"type": "object", "properties": {
                                 "seq": {"type": "integer"}, "at": when,
-                                "kind": {"enum": ["reply", "result", "turn", "end"]},
+                                "kind": {"enum": ["reply", "approval", "answer", "result",
+                                                  "turn", "end"]},
                                 "body": {"type": "object"}}}}}},
         "DialogsResponse": {
             "description": "`dialogs` (list, newest first) or `dialog` (show); or `error` "

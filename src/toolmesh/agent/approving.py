@@ -1,0 +1,100 @@
+"""A dialog's calls that wait for a person (docs/approvals.md).
+
+Before a call whose tool needs approval runs (its arguments checked first: a person is not
+asked about a call that could not run), the dialog records the request in its journal, tells
+its client an ``approval-request`` (call key, tool, the exact arguments, their digest, when it
+expires) and waits for the answer — from the WebSocket, REST, the CLI or the Workbench, all
+through the ``approvals`` service (:mod:`toolmesh.approvals`). Approved: the call runs.
+Denied, or expired: it does not, and the model is told why (the reason the person gave).
+
+A dialog taken up again (its agent restarted) asks again for the calls still waiting, with
+the expiry they had, and takes the answers given meanwhile from its journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from toolmesh.agent.calls import Emit
+from toolmesh.agent.journaling import DialogLog, Resumption
+from toolmesh.agent.tools import Tool
+from toolmesh.approvals import ApprovalGate, Policy, call_digest
+from toolmesh.approvals.wire import APPROVAL, EXPIRED, iso, now, request_text, seconds_left
+from toolmesh.schema.agent import message, new_message_id
+
+#: seconds a request waits for its answer before it is taken as denied
+DEFAULT_APPROVAL_TIMEOUT = 300.0
+
+
+class DialogApprovals:
+    """The approvals of one dialog; ``gate``: where answers arrive (``None``: no call waits,
+    whatever the policy — an agent built without one)."""
+
+    def __init__(self, *, gate: ApprovalGate | None, journal: DialogLog, emit: Emit,
+                 workspace: str, user: str, default: Policy = "never",
+                 timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+                 resumed: Resumption | None = None) -> None:
+        self.gate = gate
+        self.journal = journal
+        self.emit = emit
+        self.workspace = workspace
+        self.user = user
+        self.default = default
+        self.timeout = timeout
+        self._asked = dict(resumed.asked) if resumed is not None else {}
+        self._answers = dict(resumed.answers) if resumed is not None else {}
+
+    async def permit(self, tool: Tool, arguments: Any, *, step: int, call: str) -> str | None:
+        """``None`` when the call may run; else the observation that says why it does not."""
+        if self.gate is None or not tool.needs_approval(self.default):
+            return None
+        key = self.journal.key(step, call)
+        digest = call_digest(tool.name, arguments)
+        answer = self._answers.pop(key, None)
+        if answer is None or answer.get("digest") != digest:
+            answer = await self._ask(tool.name, arguments, step=step, key=key, digest=digest)
+        return _refusal(tool.name, answer, self.timeout)
+
+    async def _ask(self, tool: str, arguments: Any, *, step: int, key: str,
+                   digest: str) -> dict[str, Any]:
+        assert self.gate is not None
+        request = self._asked.get(key)
+        fresh = request is None or request.get("digest") != digest
+        if fresh:
+            request = {"kind": APPROVAL, "dialog": self.journal.id, "call": key, "step": step,
+                       "workspace": self.workspace, "user": self.user, "tool": tool,
+                       "arguments": arguments, "digest": digest,
+                       "expires": iso(now() + timedelta(seconds=self.timeout))}
+        assert request is not None
+        # waited on before anyone can answer: an answer that comes at once finds its call
+        future = self.gate.expect(request)
+        try:
+            if fresh:
+                self.journal.asked(request)
+                await self.journal.flush()
+            await self.emit(message("approval-request", request_text(request),
+                                    message_id=new_message_id(), approval=request))
+            try:
+                async with asyncio.timeout(seconds_left(request)):
+                    return await future
+            except TimeoutError:
+                answer = {"dialog": request["dialog"], "call": key, "digest": digest,
+                          "decision": EXPIRED, "at": iso(now())}
+                self.journal.answered(answer)
+                return answer
+        finally:
+            self.gate.forget(str(request["dialog"]), key)
+
+
+def _refusal(tool: str, answer: dict[str, Any], timeout: float) -> str | None:
+    decision = answer.get("decision")
+    if decision == "approve":
+        return None
+    if decision == EXPIRED:
+        return (f"Error: no one approved this call of {tool!r} in time (approval requests "
+                f"expire after {timeout:g} s); it was not run.")
+    reason = str(answer.get("reason") or "").strip()
+    return (f"Error: the user denied this call of {tool!r}; it was not run. "
+            + (f"Their reason: {reason}" if reason else "They gave no reason."))
