@@ -199,3 +199,20 @@ async def test_text_that_cannot_be_utf8_is_kept_escaped_not_refused(
     await journal.append("d1", [("result", {"observation": "half \ud800 a pair"})])
     got = await journal.get("d1")
     assert got is not None and got[1][0].body == {"observation": "half \ud800 a pair"}
+
+
+async def test_writers_of_one_dialog_in_two_processes_take_turns(url: str) -> None:
+    """The agent appends a dialog's steps while an approvals service (another replica, its
+    own connection) records an answer: no entry is lost, none shares a number."""
+    one, other = await open_journal(url), await open_journal(url)
+    try:
+        await begin(one, "d-race")
+        await asyncio.gather(*(
+            j.append("d-race", [("answer" if j is other else "result", {"call": f"c{i}"})])
+            for i in range(20) for j in (one, other)))
+        _, entries = await one.get("d-race") or (None, [])
+    finally:
+        await one.close()
+        await other.close()
+    assert [e.seq for e in entries] == list(range(1, 41))
+    assert sorted(e.body["call"] for e in entries) == sorted([f"c{i}" for i in range(20)] * 2)

@@ -239,6 +239,10 @@ class PostgresDialogJournal:
                             question, RUNNING, request, timeout) is None:
                         return False
                 elif entries:
+                    # the dialog's row locked first: writers of one dialog (the agent, and an
+                    # approvals service recording an answer) take their turns
+                    await conn.execute(f"SELECT 1 FROM {self._dialogs} WHERE id = $1 FOR UPDATE",
+                                       id)
                     last = await conn.fetchval(
                         f"SELECT coalesce(max(seq), 0) FROM {self._entries} WHERE dialog = $1",
                         id)
