@@ -149,6 +149,7 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         mcp_queues = {"request_queue": q["mcp"][0], "response_queue": q["mcp"][1],
                       "notify_queue": f"notify:tg:{t}-mcp"}
         mcp = McpToolService(bus, config_queues=config_queues, **mcp_queues,
+                             approvals_notify_queue=f"notify:tg:{t}-approvals",
                              # servers allowed to sample are answered by the stack's LLM
                              text_completion_queues={"request_queue": q["tc"][0],
                                                      "response_queue": q["tc"][1]})

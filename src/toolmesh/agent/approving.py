@@ -9,12 +9,16 @@ Denied, or expired: it does not, and the model is told why (the reason the perso
 
 A dialog taken up again (its agent restarted) asks again for the calls still waiting, with
 the expiry they had, and takes the answers given meanwhile from its journal.
+
+An MCP server's question during a call (elicitation) is recorded and told the same way, as an
+``elicitation-request``; the server waits for the answer (:mod:`toolmesh.mcp.elicitation`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from toolmesh.agent.calls import Emit
@@ -86,6 +90,24 @@ class DialogApprovals:
                 return answer
         finally:
             self.gate.forget(str(request["dialog"]), key)
+
+
+    async def relay(self, tool: str, request: dict[str, Any], *, step: int) -> None:
+        """An MCP server's question during a call of ``tool``: recorded, then told to the
+        client. The server waits for the answer, which goes to it through the approvals
+        service (:mod:`toolmesh.mcp.elicitation`); the gate here holds the question too, so
+        an agent that records nothing can still take its answer."""
+        shown = {**request, "tool": tool, "step": step, "user": self.user,
+                 "workspace": self.workspace}
+        if self.gate is not None:
+            future = self.gate.expect(shown)
+            forget = partial(self.gate.forget, str(shown["dialog"]), str(shown["call"]))
+            future.add_done_callback(lambda _: forget())
+            asyncio.get_running_loop().call_later(seconds_left(shown), forget)
+        self.journal.asked(shown)
+        await self.journal.flush()
+        await self.emit(message("elicitation-request", request_text(shown),
+                                message_id=new_message_id(), elicitation=shown))
 
 
 def _refusal(tool: str, answer: dict[str, Any], timeout: float) -> str | None:

@@ -27,6 +27,8 @@ log = logging.getLogger("toolmesh.agent")
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 #: asks whether a checked call may run: ``None`` if so, else the observation saying why not
 Permit = Callable[[Tool, Any], Awaitable[str | None]]
+#: takes a question of a tool's server for the person (the tool's name, the question)
+Ask = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,10 +49,11 @@ class ToolRunner:
 
     async def run(self, name: str, arguments: Any, offered: Mapping[str, Tool], *, user: str,
                   emit: Emit, tally: DialogTally, key: str | None = None,
-                  permit: Permit | None = None) -> Outcome:
+                  permit: Permit | None = None, ask: Ask | None = None) -> Outcome:
         """The outcome of calling ``name`` with ``arguments``; ``key``: the call's
         idempotency key, passed to the tool (the same on every attempt of this call);
-        ``permit``: asked once the call is checked (a person may have to approve it)."""
+        ``permit``: asked once the call is checked (a person may have to approve it);
+        ``ask``: where the questions of the tool's server go (elicitation)."""
         tool = offered.get(name)
         if tool is None:
             # the name the LLM made up is no label: a model could invent one per call
@@ -76,7 +79,7 @@ class ToolRunner:
         with tracing.span(f"tool {tool.name}", kind="client",
                           attributes={"toolmesh.tool": tool.name,
                                       "toolmesh.tool.type": kind}) as span:
-            observation, outcome = await self._invoke(tool, arguments, user, emit, key)
+            observation, outcome = await self._invoke(tool, arguments, user, emit, key, ask)
             if outcome != "ok":
                 tracing.failed(span, outcome)
         seconds = time.perf_counter() - started
@@ -85,7 +88,7 @@ class ToolRunner:
         return Outcome(observation=observation, ok=outcome == "ok")
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any], user: str,
-                      emit: Emit, key: str | None) -> tuple[str, str]:
+                      emit: Emit, key: str | None, ask: Ask | None) -> tuple[str, str]:
         """The observation of one call of ``tool``, and its outcome (``ok``, ``timeout``,
         or the error type)."""
         timeout = self.tool_timeout
@@ -96,8 +99,14 @@ class ToolRunner:
             async with asyncio.timeout(timeout + 1.0) as backstop:
                 relay = ProgressRelay(tool=tool.name, emit=emit, backstop=backstop,
                                       timeout=timeout + 1.0, max_timeout=most + 1.0)
+
+                async def question(request: dict[str, Any]) -> None:
+                    relay.hold()  # the person answers when they answer
+                    if ask is not None:
+                        await ask(tool.name, request)
+
                 call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay,
-                            key=key)
+                            key=key, ask=question)
                 return await tool.invoke(arguments, call), "ok"
         except (RequestTimeout, TimeoutError):
             return (f"Error: the tool {tool.name!r} did not answer within {timeout:g} s",

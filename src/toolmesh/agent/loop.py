@@ -362,7 +362,8 @@ class AgentLoop:
                                                 emit=emit, tally=tally,
                                                 key=journal.key(number, call.id),
                                                 permit=partial(approvals.permit, step=number,
-                                                               call=call.id))
+                                                               call=call.id),
+                                                ask=partial(approvals.relay, step=number))
             # it goes into every later prompt of the dialog: a huge result must not
             observation = cut(outcome.observation, limit=self.options.max_observation)
             if outcome.ok and transcript.returned(call.name, observation):

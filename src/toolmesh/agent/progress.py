@@ -40,6 +40,12 @@ class ProgressRelay:
         self._timeout = timeout
         self._limit = now + max_timeout
 
+    def hold(self) -> None:
+        """A person is asked: the call may take its longest (the next report, or the
+        result, comes when they answer)."""
+        if not self._backstop.expired():
+            self._backstop.reschedule(self._limit)
+
     async def __call__(self, update: Progress) -> None:
         if not self._backstop.expired():
             due = asyncio.get_running_loop().time() + self._timeout

@@ -252,7 +252,9 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         return McpToolService(bus, stdio_allow=stdio_allow(args),
                               request_queue=f"request:tg:mcp-tool:{args.flow}",
                               response_queue=f"response:tg:mcp-tool:{args.flow}",
-                              notify_queue=f"notify:tg:mcp-tool:{args.flow}")
+                              notify_queue=f"notify:tg:mcp-tool:{args.flow}",
+                              # the answers to its servers' questions (mcp/elicitation.py)
+                              approvals_notify_queue=f"notify:tg:approvals:{args.flow}")
     if part == "agent":
         from toolmesh.agent.loop import AgentOptions
         from toolmesh.agent.service import AgentService

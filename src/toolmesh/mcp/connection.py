@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from toolmesh import __version__
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.errors import McpError, describe, leaves
+from toolmesh.mcp.elicitation import Elicitor
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.transports import HttpWatch, open_transport
 
@@ -99,7 +100,7 @@ class Connection:
     them until the connection ends or is closed."""
 
     def __init__(self, server: McpServer, *, connect_timeout: float,
-                 sampler: Sampler | None = None,
+                 sampler: Sampler | None = None, elicitor: Elicitor | None = None,
                  on_tools_changed: Callable[[Connection], None] | None = None) -> None:
         self.server = server
         self.key = server.connection_key
@@ -113,6 +114,8 @@ class Connection:
         self._connect_timeout = connect_timeout
         # None unless the item allows sampling: the SDK then refuses it, as it always did
         self._sampling = sampler.callback_for(server) if sampler is not None else None
+        # questions for the person behind the dialog of the call they come in (elicitation.py)
+        self._elicitation = elicitor.callback_for(server) if elicitor is not None else None
         self._on_tools_changed = on_tools_changed  # the server's tools/list_changed notices
         # A context of its own: the session outlives the call that opened it, and what it does
         # later (a server's sampling requests) must not run under that call's span or deadline.
@@ -131,6 +134,7 @@ class Connection:
                 session = await stack.enter_async_context(
                     ClientSession(EndWatch(read, self.ended), write, client_info=CLIENT_INFO,
                                   sampling_callback=self._sampling,
+                                  elicitation_callback=self._elicitation,
                                   message_handler=self._on_message))
                 with anyio.fail_after(self._connect_timeout):
                     await session.initialize()

@@ -21,8 +21,9 @@ clients take the first response as the answer — though the deadline still move
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,8 @@ class Progress:
 
 
 ProgressSink = Callable[[Progress], Awaitable[None]]
+#: takes a question of the server for the person (:mod:`toolmesh.mcp.elicitation`)
+QuestionSink = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def _number(value: Any) -> bool:
@@ -118,6 +121,23 @@ class CallProgress:
             self._relaying -= 1
             if not self._relaying:
                 self._relayed.set()
+
+    def left(self) -> float:
+        """Seconds the call may still take at most."""
+        return max(self._limit - _now(), 0.0)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """While a person is asked (:mod:`toolmesh.mcp.elicitation`), the call may take its
+        longest; then ``timeout`` more from the answer, as after a progress report."""
+        if self._scope is not None and not self._scope.expired():
+            self._scope.reschedule(self._limit)
+        try:
+            yield
+        finally:
+            self.due = min(_now() + self.timeout, self._limit)
+            if self._scope is not None and not self._scope.expired():
+                self._scope.reschedule(self.due)
 
     async def settled(self) -> None:
         """Wait until every update received so far has been handed to the sink (so a
@@ -192,27 +212,37 @@ def progress_response(update: Progress) -> dict[str, Any]:
 
 
 async def stream_call(rpc: RequestClient, body: dict[str, Any], *, timeout: float,
-                      max_timeout: float, margin: float,
-                      on_progress: ProgressSink) -> dict[str, Any]:
+                      max_timeout: float, margin: float, on_progress: ProgressSink,
+                      on_question: QuestionSink | None = None) -> dict[str, Any]:
     """Send an mcp-tool request with ``"progress": true``; hand each progress response to
     ``on_progress`` and return the final one.
 
     The stream as a whole may take ``max_timeout``; between two responses at most ``timeout``
     (each plus ``margin``, so the service's own timeout error comes first): a service that
-    died is noticed as soon as it would have timed the call out.
+    died is noticed as soon as it would have timed the call out. After a question for the
+    person (``elicitation``, handed to ``on_question``), the next response may take what is
+    left of ``max_timeout``: the service waits for the answer.
     """
     body = {**body, "timeout": timeout, "max-timeout": max_timeout, "progress": True}
     responses: AsyncIterator[dict[str, Any]] = rpc.stream(body, timeout=max_timeout + margin)
+    limit = _now() + max_timeout + margin
+    asked = False
     try:
         while True:
             try:
-                async with asyncio.timeout(timeout + margin):
+                async with asyncio.timeout_at(limit if asked else _now() + timeout + margin):
                     answer = await anext(responses)
             except TimeoutError:
                 raise RequestTimeout(f"no response from {rpc.request_queue} within "
                                      f"{timeout + margin:.3g} s: {rpc.hint}") from None
             if answer.get("end_of_stream", True) is not False:
                 return answer
+            question = answer.get("elicitation")
+            asked = isinstance(question, dict)
+            if asked:
+                if on_question is not None:
+                    await on_question(question)
+                continue
             update = Progress.from_wire(answer.get("progress"))
             if update is not None:
                 await on_progress(update)

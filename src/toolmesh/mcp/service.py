@@ -15,7 +15,9 @@ Progress (:mod:`toolmesh.mcp.progress`): the server's progress notifications pus
 ``"progress": true`` each comes as a response ``{..., "progress": {"progress", "total",
 "message"}, "end_of_stream": false}`` before the final one, whose shape is unchanged.
 Sampling requests of servers whose item allows it go to the text-completion service
-(:mod:`toolmesh.mcp.sampling`).
+(:mod:`toolmesh.mcp.sampling`); a server's questions during a call (elicitation) go to the
+caller as ``{..., "elicitation": REQUEST, "end_of_stream": false}`` when it streams, and
+wait for the person's answer (:mod:`toolmesh.mcp.elicitation`).
 
 When a server's tools change (it sent ``notifications/tools/list_changed``, refused a call's
 arguments, or its ``mcp`` item changed or went) the service says so on its notify queue
@@ -36,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolmesh.approvals import APPROVALS_NOTIFY_QUEUE, ApprovalGate
 from toolmesh.bus.base import Bus
 from toolmesh.config.client import ConfigSnapshot
 from toolmesh.config.stdio import DENY_ALL, StdioAllowList
@@ -45,6 +48,7 @@ from toolmesh.llm.service import TextCompletionClient
 from toolmesh.logs import register_secret
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.connection import RemoteTool
+from toolmesh.mcp.elicitation import Asking, Elicitor
 from toolmesh.mcp.errors import InvalidArguments, McpError
 from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp.notices import (
@@ -56,6 +60,7 @@ from toolmesh.mcp.notices import (
 from toolmesh.mcp.progress import (
     DEFAULT_MAX_TIMEOUT,
     ProgressSink,
+    QuestionSink,
     call_progress,
     stream_call,
 )
@@ -121,7 +126,8 @@ class McpToolService(Service):
                  max_call_timeout: float = DEFAULT_MAX_TIMEOUT,
                  text_completion_queues: dict[str, str] | None = None,
                  sampling_timeout: float = SAMPLING_TIMEOUT,
-                 notify_queue: str = MCP_TOOL_NOTIFY_QUEUE) -> None:
+                 notify_queue: str = MCP_TOOL_NOTIFY_QUEUE,
+                 approvals_notify_queue: str = APPROVALS_NOTIFY_QUEUE) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.call_timeout = call_timeout
@@ -130,7 +136,10 @@ class McpToolService(Service):
         # the LLM that answers servers allowed to sample (mcp/sampling.py)
         self._llm = TextCompletionClient(bus, **(text_completion_queues or {}))
         self.notices = NoticeSender(bus, queue=notify_queue)
+        # the answers to servers' questions, announced by the agents' approvals services
+        self._answers = ApprovalGate(bus, notify_queue=approvals_notify_queue)
         self.pool = SessionPool(sampler=Sampler(self._llm, timeout=sampling_timeout),
+                                elicitor=Elicitor(self._answers),
                                 on_tools_changed=self.notices.tools_changed)
         #: the workspace of requests that name none
         self.workspace = workspace
@@ -156,6 +165,7 @@ class McpToolService(Service):
 
     async def start(self) -> None:
         await self._llm.start()
+        await self._answers.start()
         await self.notices.start()
         await self._watcher.start()
         await super().start()
@@ -165,6 +175,7 @@ class McpToolService(Service):
         await self._watcher.stop()
         await self.pool.close()
         await self.notices.stop()
+        await self._answers.stop()
         await self._llm.stop()
 
     async def wait_for_config(self, version: int, *, workspace: str | None = None) -> None:
@@ -273,9 +284,13 @@ class McpToolService(Service):
             progress = call_progress(request, timeout=timeout, default_max=self.max_call_timeout,
                                      reply=reply)
             key = request.get(IDEMPOTENCY_KEY)
+            key = key if isinstance(key, str) else None
+            # a question of the server goes to the caller, when it streams (elicitation.py)
+            asking = Asking(key=key, workspace=workspace, left=progress.left,
+                            hold=progress.hold,
+                            send=reply if request.get("progress") is True else None)
             result = await self.pool.call_tool(server, parameters, timeout=timeout,
-                                               progress=progress,
-                                               key=key if isinstance(key, str) else None)
+                                               progress=progress, key=key, asking=asking)
             await progress.settled()
             await reply(self._result_response(server, result))
         else:
@@ -333,13 +348,16 @@ class McpToolClient(RpcClient):
     async def invoke(self, name: str, parameters: Mapping[str, Any], *,
                      timeout: float = 60.0, max_timeout: float | None = None,
                      on_progress: ProgressSink | None = None,
+                     on_question: QuestionSink | None = None,
                      workspace: str | None = None, key: str | None = None) -> str:
         """The tool's text, or the JSON text of its structured result; ``name`` is an mcp
         item of ``workspace`` (default: the service's); ``key``: the call's idempotency key,
         passed to the server in the call's ``_meta`` (docs/dialogs.md).
 
         With ``on_progress``, the server's progress reports go there as they come, and each
-        pushes ``timeout`` back, up to ``max_timeout`` (default: ``timeout``)."""
+        pushes ``timeout`` back, up to ``max_timeout`` (default: ``timeout``); with
+        ``on_question`` too, the server's questions for the person go there (the call then
+        waits for their answer, which comes another way: :mod:`toolmesh.mcp.elicitation`)."""
         body: dict[str, Any] = {"name": name, "parameters": dict(parameters), "timeout": timeout}
         if workspace is not None:
             body["workspace"] = workspace
@@ -348,7 +366,8 @@ class McpToolClient(RpcClient):
         if on_progress is not None:
             answer = await stream_call(self._rpc, body, timeout=timeout,
                                        max_timeout=max(max_timeout or timeout, timeout),
-                                       margin=CLIENT_MARGIN, on_progress=on_progress)
+                                       margin=CLIENT_MARGIN, on_progress=on_progress,
+                                       on_question=on_question)
         else:
             answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
         text, obj = answer.get("text"), answer.get("object")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any, TypeVar
 
 import mcp_types
@@ -45,6 +45,7 @@ from toolmesh.mcp.meta import call_meta
 from toolmesh.mcp.notices import ToolsChanged
 from toolmesh.mcp.progress import CallProgress
 from toolmesh.mcp.results import McpResult, to_result
+from toolmesh.mcp.elicitation import Asking, Elicitor
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.telemetry import tracing
 
@@ -78,10 +79,11 @@ class SessionPool:
     """
 
     def __init__(self, *, connect_timeout: float = CONNECT_TIMEOUT,
-                 sampler: Sampler | None = None,
+                 sampler: Sampler | None = None, elicitor: Elicitor | None = None,
                  on_tools_changed: ToolsChanged | None = None) -> None:
         self.connect_timeout = connect_timeout
         self.sampler = sampler  # answers servers allowed to sample (mcp/sampling.py)
+        self.elicitor = elicitor  # takes servers' questions to their dialogs (elicitation.py)
         #: told ``(workspace, ids)`` of the items whose tool list changed (the server said
         #: so, or refused a call's arguments: whoever copied a schema should read it again)
         self.on_tools_changed = on_tools_changed
@@ -93,25 +95,29 @@ class SessionPool:
 
     async def call_tool(self, server: McpServer, arguments: dict[str, Any], *,
                         timeout: float, progress: CallProgress | None = None,
-                        key: str | None = None) -> McpResult:
+                        key: str | None = None, asking: Asking | None = None) -> McpResult:
         """Call ``server.remote_name`` with ``arguments``; :class:`McpError` if it cannot.
         ``key``: the call's idempotency key, sent in its ``_meta``
         (:data:`~toolmesh.mcp.meta.IDEMPOTENCY_KEY`).
 
         With ``progress`` the call carries a progressToken and the server's progress moves
-        its deadline, up to ``progress.max_timeout`` (:mod:`toolmesh.mcp.progress`)."""
+        its deadline, up to ``progress.max_timeout`` (:mod:`toolmesh.mcp.progress`).
+        ``asking``: where the server's questions during the call go (elicitation.py)."""
 
         async def call(conn: Connection, session: ClientSession, deadline: float) -> McpResult:
             await self._check_tool(conn, session, server)
             remaining = max(deadline - _now(), 0.001)
+            asked = (self.elicitor.calling(conn.key, asking)
+                     if asking is not None and self.elicitor is not None else nullcontext())
             try:
-                if progress is not None:
-                    result = to_result(await progress.call(session, server, arguments,
-                                                           cap=remaining, meta=call_meta(key)))
-                else:
-                    result = to_result(await session.call_tool(
-                        server.remote_name, arguments, read_timeout_seconds=remaining,
-                        meta=call_meta(key)))
+                with asked:
+                    if progress is not None:
+                        result = to_result(await progress.call(
+                            session, server, arguments, cap=remaining, meta=call_meta(key)))
+                    else:
+                        result = to_result(await session.call_tool(
+                            server.remote_name, arguments, read_timeout_seconds=remaining,
+                            meta=call_meta(key)))
             except MCPError as e:
                 if e.error.code == mcp_types.INVALID_PARAMS:
                     self._tools_changed(conn)
@@ -186,6 +192,7 @@ class SessionPool:
         self._close_later(conn)  # broken: let it finish closing while we connect anew
         conn = self._connections[key] = Connection(server, connect_timeout=self.connect_timeout,
                                                    sampler=self.sampler,
+                                                   elicitor=self.elicitor,
                                                    on_tools_changed=self._tools_changed)
         return conn
 

@@ -40,6 +40,9 @@ class Call:
     #: taken up again after a crash makes a call in flight again), so a tool that acts on
     #: the world can do it once (docs/dialogs.md); ``None``: not a dialog's call
     key: str | None = None
+    #: where a question of the tool's server for the person goes (an MCP server's
+    #: elicitation, :mod:`toolmesh.mcp.elicitation`); ``None``: nobody can be asked
+    ask: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

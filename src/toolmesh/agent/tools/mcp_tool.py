@@ -102,6 +102,7 @@ class McpTool(Tool):
             return str(await self.client.invoke(self.mcp_id, arguments, timeout=call.timeout,
                                                 max_timeout=call.max_timeout,
                                                 on_progress=call.progress,
+                                                on_question=call.ask,
                                                 workspace=self.workspace, key=call.key))
         except RequestError as e:
             if e.type == INVALID_ARGUMENTS:

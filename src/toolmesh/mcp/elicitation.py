@@ -1,0 +1,156 @@
+"""MCP servers' questions to the person behind a dialog (elicitation), on the mcp-tool service.
+
+A server may ask, while one of its tools runs, for input (form mode: a flat JSON Schema of
+fields) or to send the person to a page (URL mode: the link is shown, nothing is typed into a
+form — a secret is never asked for through one). The service finds the call the question
+belongs to, sends it to the caller as a non-final response of that call::
+
+    {"error": null, "text": null, "object": null, "end_of_stream": false,
+     "elicitation": REQUEST}
+
+(REQUEST as :mod:`toolmesh.approvals.wire` describes: ``kind`` ``elicitation``, the dialog
+and a call key of its own, ``mode``, ``message``, ``schema`` or ``url``, ``expires``), and
+waits for the answer: the agent relays the question to the dialog's client, whose answer goes
+through the ``approvals`` service and is announced on the approvals notify queue, which every
+mcp-tool service hears (:class:`~toolmesh.approvals.gate.ApprovalGate`). Unanswered until it
+expires, the question is cancelled. While it waits, the call's deadline is its longest
+(``max-timeout``): a person is slower than a server.
+
+Which call a question belongs to: the one the SDK's call is made in when the question comes
+within it; else the only call in flight on that server's connection. A question that cannot
+be placed (no call, or several at once), or that comes for a call with no dialog to ask (a
+direct ``mcp-tool`` request, or a caller that does not stream), is refused with an error the
+server sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import mcp_types
+from mcp.client.session import ClientRequestContext, ElicitationFnT
+
+from toolmesh.approvals import ApprovalGate, call_digest
+from toolmesh.approvals.wire import ELICITATION, iso, now, seconds_left
+from toolmesh.mcp.config import McpServer
+
+log = logging.getLogger("toolmesh.mcp.elicitation")
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(kw_only=True)
+class Asking:
+    """One call in flight that may be asked about: where its questions go."""
+
+    #: the call's idempotency key (``DIALOG/STEP/CALL``); ``None``: not a dialog's call
+    key: str | None
+    workspace: str
+    #: sends a non-final response to the caller; ``None``: the caller does not stream
+    send: Send | None
+    #: seconds the call may still take at most
+    left: Callable[[], float]
+    #: a person is asked: the call may take its longest
+    hold: Callable[[], contextlib.AbstractContextManager[None]]
+    _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+
+_CURRENT: contextvars.ContextVar[Asking | None] = contextvars.ContextVar(
+    "toolmesh-mcp-asking", default=None)
+
+
+class Elicitor:
+    """The questions of the servers of one mcp-tool service, and the calls they belong to."""
+
+    def __init__(self, gate: ApprovalGate) -> None:
+        self.gate = gate
+        #: connection key -> the calls in flight on it
+        self._in_flight: dict[str, list[Asking]] = {}
+
+    @contextlib.contextmanager
+    def calling(self, connection: str, asking: Asking) -> Iterator[None]:
+        """While a call is made on ``connection``: its questions reach ``asking``."""
+        calls = self._in_flight.setdefault(connection, [])
+        calls.append(asking)
+        token = _CURRENT.set(asking)
+        try:
+            yield
+        finally:
+            _CURRENT.reset(token)
+            calls.remove(asking)
+            if not calls:
+                del self._in_flight[connection]
+
+    def callback_for(self, server: McpServer) -> ElicitationFnT:
+        """The SDK's ``elicitation_callback`` for ``server``'s sessions."""
+        connection = server.connection_key
+
+        async def elicit(context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+                         ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+            asking = _CURRENT.get() or self._only(connection)
+            if asking is None:
+                return _refused(f"toolmesh cannot tell which of the calls to {server.id!r} "
+                                "this question belongs to")
+            if asking.key is None or asking.send is None:
+                return _refused("there is no person to ask: this call is not made for a "
+                                "dialog that can answer")
+            return await self._ask(server, asking, params)
+
+        return elicit
+
+    def _only(self, connection: str) -> Asking | None:
+        calls = self._in_flight.get(connection) or []
+        return calls[0] if len(calls) == 1 else None
+
+    async def _ask(self, server: McpServer, asking: Asking,
+                   params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        assert asking.key is not None and asking.send is not None
+        question = _question(params)
+        dialog = asking.key.rsplit("/", 2)[0]
+        left = asking.left()
+        request = {"kind": ELICITATION, "dialog": dialog,
+                   "call": f"{asking.key}/ask-{next(asking._numbers)}",
+                   "workspace": asking.workspace, "tool": server.remote_name,
+                   **question, "digest": call_digest(server.remote_name, question),
+                   "expires": iso(now() + timedelta(seconds=left))}
+        future = self.gate.expect(request)
+        try:
+            with asking.hold():
+                await asking.send({"error": None, "text": None, "object": None,
+                                   "elicitation": request, "end_of_stream": False})
+                try:
+                    async with asyncio.timeout(seconds_left(request)):
+                        answer = await future
+                except TimeoutError:
+                    log.info("question %s of %r was not answered in time: cancelled",
+                             request["call"], server.id)
+                    return mcp_types.ElicitResult(action="cancel")
+        finally:
+            self.gate.forget(dialog, str(request["call"]))
+        action = answer.get("decision")
+        if action == "accept":
+            return mcp_types.ElicitResult(action="accept", content=answer.get("content") or {})
+        return mcp_types.ElicitResult(action="decline" if action == "decline" else "cancel")
+
+
+def _question(params: mcp_types.ElicitRequestParams) -> dict[str, Any]:
+    """What is asked, as the wire shows it."""
+    if isinstance(params, mcp_types.ElicitRequestURLParams):
+        return {"mode": "url", "message": params.message, "url": params.url,
+                "elicitation_id": params.elicitation_id}
+    schema = params.requested_schema
+    dumped = schema if isinstance(schema, dict) else schema.model_dump(
+        by_alias=True, exclude_none=True, mode="json")
+    return {"mode": "form", "message": params.message, "schema": dumped}
+
+
+def _refused(message: str) -> mcp_types.ErrorData:
+    return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=message)
