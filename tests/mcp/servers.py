@@ -33,6 +33,7 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: the (address, port) of every client connection an HTTP server of this process accepted
@@ -174,6 +175,18 @@ def build_server(name: str, *, place: str = "town") -> MCPServer:
         mcp.add_tool(added, name=tool, description=f"The tool {tool!r}, added at run time.")
         await ctx.session.send_tool_list_changed()
         return f"added {tool}"
+
+    # tools that say what they do (MCP annotations): the agent's approval policy reads them
+    @mcp.tool(annotations=ToolAnnotations(destructiveHint=True, readOnlyHint=False))
+    def remove(path: str) -> str:
+        """Remove a file (it says so: destructiveHint)."""
+        seen.setdefault("removed", []).append(path)
+        return f"removed {path}"
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def look(path: str) -> str:
+        """Look at a file (it says so: readOnlyHint)."""
+        return f"{path} looks fine"
 
     @mcp.tool()
     def stats() -> dict[str, Any]:
