@@ -169,3 +169,17 @@ async def test_a_question_of_a_call_no_person_follows_is_refused_to_the_server(
             async with asyncio.timeout(20):
                 await s.agent.mcp.invoke("form", {}, timeout=15)
     assert "no person to ask" in refused.value.message
+
+
+@on_memory
+async def test_a_url_the_server_requires_by_error_reaches_the_model_with_its_link(
+        backend: Backend, tmp_path: Path, server: EverythingServer) -> None:
+    """The error path of URL elicitation (-32042): nothing to answer, the link is told."""
+    llm = ScriptedLLM([URL.replace('"Please consent"}', '"Please consent", "errorPath": true}')],
+                      rules=[FINISH])
+    async with agent_stack(backend, tmp_path, llm, joke=False) as s:
+        await tools(s, server)
+        messages = await s.ask("consent")
+    seen = observations(messages)[0]
+    assert seen.startswith("Error: ") and "https://modelcontextprotocol.io" in seen, seen
+    assert "elicitation-request" not in [m["message_type"] for m in messages]

@@ -276,6 +276,10 @@ class SessionPool:
             if code == mcp_types.INVALID_PARAMS:
                 raise InvalidArguments(f"MCP server {server.id!r} refused the arguments of "
                                        f"{what}: {message}") from None
+            if code == mcp_types.URL_ELICITATION_REQUIRED:
+                raise McpError(f"MCP server {server.id!r} needs the user to open "
+                               f"{_links(e.error.data)} first, then to ask again: "
+                               f"{message}") from None
             raise McpError(f"MCP server {server.id!r} refused {what}: {message} "
                            f"(code {code})") from None
         except TimeoutError:
@@ -376,3 +380,10 @@ def _annotations(tool: Any) -> dict[str, Any] | None:
     if annotations is None:
         return None
     return annotations.model_dump(by_alias=True, exclude_none=True, mode="json") or None
+
+
+def _links(data: Any) -> str:
+    """The pages a ``-32042`` error (URL elicitation required) sends the user to."""
+    asked = data.get("elicitations") if isinstance(data, dict) else None
+    urls = [str(a["url"]) for a in asked or () if isinstance(a, dict) and a.get("url")]
+    return " and ".join(urls) or "a page it did not name"
