@@ -78,6 +78,12 @@ class DialogApprovals:
             if fresh:
                 self.journal.asked(request)
                 await self.journal.flush()
+            else:
+                # asked before this agent took the dialog up: an answer given since its
+                # journal was read was announced before anyone here listened for it
+                answered = await self.journal.answer_to(key)
+                if answered is not None and answered.get("digest") == digest:
+                    return answered
             await self.emit(message("approval-request", request_text(request),
                                     message_id=new_message_id(), approval=request))
             try:

@@ -93,6 +93,21 @@ class DialogLog:
         if self.journal is not None:
             self._pending.append((ANSWER_ENTRY, answer))
 
+    async def answer_to(self, call: str) -> dict[str, Any] | None:
+        """The answer the journal holds for ``call`` (given while no agent ran the dialog,
+        or while this one took it up), or ``None``."""
+        if self.journal is None:
+            return None
+        try:
+            found = await self.journal.get(self.id)
+        except JournalError as e:
+            self._give_up(e)
+            return None
+        if found is None:
+            return None
+        _, answers = open_requests((e.kind, e.body) for e in found[1])
+        return answers.get(call)
+
     def turn(self, step: int, state: str | None, wrap: Wrap | None) -> None:
         if self.journal is None:
             return
