@@ -6,6 +6,7 @@ through the whole agent stack; the answers go through the ``approvals`` service.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from tests.approvals.test_approval import approvals
 from tests.conftest import Backend
 from tests.mcp import everything
 from tests.mcp.everything import EverythingServer
+from tests.mcp.servers import running_server
 from toolmesh import RequestClient, RequestError
 from toolmesh.dialogs import DialogJournal, open_journal
 from toolmesh.llm import Rule, ScriptedLLM
@@ -183,3 +185,31 @@ async def test_a_url_the_server_requires_by_error_reaches_the_model_with_its_lin
     seen = observations(messages)[0]
     assert seen.startswith("Error: ") and "https://modelcontextprotocol.io" in seen, seen
     assert "elicitation-request" not in [m["message_type"] for m in messages]
+
+
+@on_memory
+@pytest.mark.parametrize("protocol", ["handshake", "auto"])
+async def test_both_forms_of_a_question_reach_the_person(
+        backend: Backend, tmp_path: Path, protocol: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A server written with the Python SDK asks with ``Elicit``: during the call when the
+    session agreed 2025-11-25 (``handshake``), as an ``InputRequiredResult`` the call is made
+    again with when it agreed 2026-07-28 (``auto``)."""
+    caplog.set_level(logging.INFO, logger="toolmesh.mcp.elicitation")
+    llm = ScriptedLLM(["Thought: greet\nAction: greet\nArgs: {}"], rules=[FINISH])
+    async with running_server() as mcp_server, \
+            agent_stack(backend, tmp_path, llm, joke=False) as s, approvals(s) as client:
+        patient(s)
+        await s.put({("mcp", "greeter"): {"url": mcp_server.url, "remote-name": "greet",
+                                          "protocol": protocol},
+                     ("tool", "greet"): {"type": "mcp-tool", "name": "greet",
+                                         "mcp-tool": "greeter", "description": "greets"}})
+        dialog = Asked(s, "greet me")
+        question = await dialog.question()
+        assert question["message"] == "What is your name?"
+        assert question["schema"]["required"] == ["name"]
+        await answer(client, question, "accept", {"name": "Grace"})
+        messages = await dialog.end()
+    assert observations(messages) == ["hello Grace"]
+    retried = "asks 1 question(s) in the retry form" in caplog.text
+    assert retried is (protocol == "auto")

@@ -28,12 +28,14 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp_types import ToolAnnotations
+from pydantic import BaseModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: the (address, port) of every client connection an HTTP server of this process accepted
@@ -48,6 +50,14 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
 # --------------------------------------------------------------------------------------------
 # The server (runs in the child process)
 # --------------------------------------------------------------------------------------------
+
+class Person(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Person]:
+    return Elicit("What is your name?", Person)
+
 
 def build_server(name: str, *, place: str = "town") -> MCPServer:
     """The test MCP server; ``place`` names the argument of ``forecast`` (a server whose
@@ -175,6 +185,13 @@ def build_server(name: str, *, place: str = "town") -> MCPServer:
         mcp.add_tool(added, name=tool, description=f"The tool {tool!r}, added at run time.")
         await ctx.session.send_tool_list_changed()
         return f"added {tool}"
+
+    # a question for the person: asked during the call on 2025-11-25, as an
+    # InputRequiredResult retry on 2026-07-28 (the SDK picks by the revision agreed)
+    @mcp.tool()
+    def greet(who: Annotated[Person, Resolve(ask_name)]) -> str:
+        """Greet the user by the name they give."""
+        return f"hello {who.name}"
 
     # tools that say what they do (MCP annotations): the agent's approval policy reads them
     @mcp.tool(annotations=ToolAnnotations(destructiveHint=True, readOnlyHint=False))

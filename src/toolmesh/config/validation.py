@@ -188,6 +188,9 @@ def _mcp(item: _Item, stdio_allow: StdioAllowList) -> None:
     item.string("remote-name", required=False)
     if not isinstance(item.value.get("sampling", False), bool):
         raise item.fail("sampling", "must be true or false")
+    protocol = item.value.get("protocol", "handshake")
+    if protocol not in ("handshake", "auto"):
+        raise item.fail("protocol", f"must be handshake or auto, not {json.dumps(protocol)}")
     item.approval()
     token = item.string("auth-token", required=False)
     problem = header_value_problem(token) if token is not None else None

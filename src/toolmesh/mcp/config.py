@@ -29,6 +29,8 @@ from toolmesh.urls import mask_url
 Transport = Literal["streamable-http", "sse", "stdio"]
 TRANSPORTS: tuple[str, ...] = get_args(Transport)
 MASK = "***"
+#: how a session agrees on the MCP revision (McpServer.protocol)
+PROTOCOLS = ("handshake", "auto")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +47,11 @@ class McpServer:
     env: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
     #: whether the server may ask for ``sampling/createMessage`` (answered by our LLM)
     sampling: bool = False
+    #: how the MCP revision is agreed: ``handshake`` (``initialize``: 2025-11-25 at most, the
+    #: default) or ``auto`` (``server/discover`` first: 2026-07-28 with a server that speaks
+    #: it — a server's questions then come as ``InputRequiredResult`` retries — else the
+    #: handshake)
+    protocol: str = "handshake"
     #: the config workspace of the item: sessions are never shared across workspaces (a
     #: server may keep state per session or per process, which must not pass between tenants)
     workspace: str = DEFAULT_WORKSPACE
@@ -66,7 +73,7 @@ class McpServer:
         # sampling too: the client declares it in the handshake, so a change needs a new session
         material = json.dumps([self.transport, self.url, self.auth_token, self.command,
                                list(self.args), sorted(self.env.items()), self.sampling,
-                               self.workspace])
+                               self.workspace, self.protocol])
         object.__setattr__(self, "_key", hashlib.sha256(material.encode()).hexdigest())
 
     @classmethod
@@ -92,6 +99,8 @@ class McpServer:
                 raise ConfigError(f"mcp/{id}: {name!r} must be a string")
         if not isinstance(value.get("sampling", False), bool):
             raise ConfigError(f"mcp/{id}: 'sampling' must be true or false")
+        if value.get("protocol", "handshake") not in PROTOCOLS:
+            raise ConfigError(f"mcp/{id}: 'protocol' must be one of {', '.join(PROTOCOLS)}")
         problem = header_value_problem(value["auth-token"]) if value.get("auth-token") else None
         if problem is not None:
             raise ConfigError(f"mcp/{id}: 'auth-token' {problem}")
@@ -100,7 +109,8 @@ class McpServer:
                    auth_token=value.get("auth-token") or None,
                    transport=value.get("transport") or "streamable-http",
                    command=value.get("command") or None, args=tuple(args),
-                   env=dict(env), sampling=value.get("sampling", False), workspace=workspace)
+                   env=dict(env), sampling=value.get("sampling", False), workspace=workspace,
+                   protocol=value.get("protocol") or "handshake")
 
     @property
     def where(self) -> str:

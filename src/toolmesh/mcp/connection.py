@@ -19,12 +19,13 @@ from typing import Any
 import anyio
 import mcp_types
 from mcp import ClientSession
+from mcp.client._probe import negotiate_auto  # the SDK's own Client connects with it
 from mcp.shared.exceptions import MCPError
 
 from toolmesh import __version__
 from toolmesh.mcp.config import McpServer
-from toolmesh.mcp.errors import McpError, describe, leaves
 from toolmesh.mcp.elicitation import Elicitor
+from toolmesh.mcp.errors import McpError, describe, leaves
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.transports import HttpWatch, open_transport
 
@@ -137,7 +138,10 @@ class Connection:
                                   elicitation_callback=self._elicitation,
                                   message_handler=self._on_message))
                 with anyio.fail_after(self._connect_timeout):
-                    await session.initialize()
+                    if server.protocol == "auto":
+                        await negotiate_auto(session)  # 2026-07-28 when the server speaks it
+                    else:
+                        await session.initialize()
                 self.ready.set_result(session)
                 log.info("connected to MCP server %s (%s, for %r)", server.where,
                          server.transport, server.id)

@@ -16,8 +16,13 @@ mcp-tool service hears (:class:`~toolmesh.approvals.gate.ApprovalGate`). Unanswe
 expires, the question is cancelled. While it waits, the call's deadline is its longest
 (``max-timeout``): a person is slower than a server.
 
+Both forms of a question are taken: the request a server sends while its call runs (MCP
+2025-11-25), and the 2026-07-28 retry form (``InputRequiredResult``: the call returns the
+questions and is made again with the answers; :func:`call_answering`), from servers whose
+``mcp`` item says ``"protocol": "auto"``.
+
 Which call a question belongs to: the one the SDK's call is made in when the question comes
-within it; else the only call in flight on that server's connection. A question that cannot
+within it (the retry form); else the only call in flight on that server's connection. A question that cannot
 be placed (no call, or several at once), or that comes for a call with no dialog to ask (a
 direct ``mcp-tool`` request, or a caller that does not stream), is refused with an error the
 server sees.
@@ -36,6 +41,8 @@ from datetime import timedelta
 from typing import Any
 
 import mcp_types
+from mcp import ClientSession
+from mcp.client._input_required import run_input_required_driver  # what the SDK's Client runs
 from mcp.client.session import ClientRequestContext, ElicitationFnT
 
 from toolmesh.approvals import ApprovalGate, call_digest
@@ -154,3 +161,31 @@ def _question(params: mcp_types.ElicitRequestParams) -> dict[str, Any]:
 
 def _refused(message: str) -> mcp_types.ErrorData:
     return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=message)
+
+
+async def call_answering(session: ClientSession, name: str, arguments: dict[str, Any],
+                         **options: Any) -> mcp_types.CallToolResult:
+    """``tools/call``, answering the questions of a server that asks in the 2026-07-28 retry
+    form (``InputRequiredResult``: the call comes back with questions, and is made again with
+    the answers) — through the session's callbacks, as a question asked during the call is,
+    and in this call's task, so they know the call they belong to."""
+    result = await session.call_tool(name, arguments, allow_input_required=True, **options)
+    if not isinstance(result, mcp_types.InputRequiredResult):
+        return result
+    log.info("MCP tool %r asks %d question(s) in the retry form", name,
+             len(result.input_requests or {}))
+
+    async def dispatch(key: str, request: mcp_types.InputRequest
+                       ) -> mcp_types.InputResponse | mcp_types.ErrorData:
+        params = getattr(request, "params", None)
+        context = ClientRequestContext(session=session, request_id=key,
+                                       meta=getattr(params, "meta", None))
+        return await session.dispatch_input_request(context, request)
+
+    async def retry(responses: mcp_types.InputResponses | None, state: str | None
+                    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        return await session.call_tool(name, arguments, allow_input_required=True,
+                                       input_responses=responses, request_state=state,
+                                       **options)
+
+    return await run_input_required_driver(result, dispatch=dispatch, retry=retry)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolmesh.errors import RequestTimeout, ServiceError
+from toolmesh.mcp.elicitation import call_answering
 from toolmesh.mcp.errors import McpError
 from toolmesh.rpc import deadline
 
@@ -157,10 +158,10 @@ class CallProgress:
             async with asyncio.timeout_at(self.due) as scope:
                 self._scope = scope
                 try:
-                    return await session.call_tool(server.remote_name, arguments,
-                                                   read_timeout_seconds=cap,
-                                                   progress_callback=self.on_progress,
-                                                   meta=meta)
+                    return await call_answering(session, server.remote_name, arguments,
+                                                read_timeout_seconds=cap,
+                                                progress_callback=self.on_progress,
+                                                meta=meta)
                 finally:
                     self._scope = None
         except TimeoutError:
