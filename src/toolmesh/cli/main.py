@@ -9,6 +9,7 @@ from typing import NoReturn
 
 from toolmesh.cli import (
     agent_cmd,
+    approvals_cmd,
     completion,
     config_cmd,
     demo,
@@ -66,6 +67,7 @@ def build_parser() -> Parser:
     tools_cmd.add_parser(commands)
     services_cmd.add_parser(commands)
     dialogs_cmd.add_parser(commands)
+    approvals_cmd.add_parser(commands)
     token_cmd.add_parser(commands)
     completion.add_parser(commands, root=parser)
     return parser
