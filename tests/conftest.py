@@ -33,7 +33,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = item.path.relative_to(Path(__file__).parent).parts[0]
         if folder == "local_model":  # one model server at a time: they share the CPU
             item.add_marker(pytest.mark.xdist_group("local-model"))
-        elif folder in SHARED_FOLDERS or any(item.get_closest_marker(m) for m in SHARED_SERVERS):
+        elif (folder in SHARED_FOLDERS
+              or any(item.get_closest_marker(m) for m in SHARED_SERVERS)
+              # a test that asks for a server's fixture by name shares it too
+              or any(f in getattr(item, "fixturenames", ()) for f in SHARED_SERVERS)):
             item.add_marker(pytest.mark.xdist_group("shared-servers"))
 
 
