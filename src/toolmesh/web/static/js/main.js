@@ -22,7 +22,8 @@ export class Session {
     this.capabilities = new Set(user.roles || []);
   }
 
-  /** Whether the token has capability (config:read, config:write, agent, tools:invoke, admin). */
+  /** Whether the token has capability (config:read, config:write, agent, approve,
+   * tools:invoke, admin). */
   can(capability) {
     return this.capabilities.has(capability);
   }

@@ -1,14 +1,23 @@
 // Agent: a chat with the ReAct agent over the WebSocket, streamed as it happens — thoughts,
 // the tool each step calls (with its arguments), observations, the answer — and, at the end
 // of each dialog, its usage (tokens, model, tool calls). Every question is a dialog of its
-// own; the transcript keeps them all until cleared.
+// own; the transcript keeps them all until cleared. A call that waits for a person (an
+// approval-request) or an MCP server's question (an elicitation-request) shows as a card
+// answered on the chat's own WebSocket (../approvals.js).
 
+import { overSocket, requestCard } from "../approvals.js";
 import { h, field, pretty, replace, status } from "../dom.js";
 
 const LABELS = {
   question: "Question", thought: "Thought", action: "Action", observation: "Observation",
   answer: "Answer", error: "Error", progress: "Progress",
 };
+/** The messages that wait for a person, and the field that carries their request. */
+const REQUESTS = { "approval-request": "approval", "elicitation-request": "elicitation" };
+
+function isObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
 
 /** The groups tool items name: suggestions only (needs config:read; none without it). */
 async function knownGroups(api, session) {
@@ -68,10 +77,22 @@ export function describeUsage(last) {
 /** Follows one dialog's streamed messages into the transcript: chunks of one message (same
  * message_id, until end_of_message) are appended to it as they arrive. */
 class Dialog {
-  constructor(transcript) {
+  /** cards: the options of the cards of requests (see requestCard); onRequest(): a request
+   * came (the dialog waits for a person). */
+  constructor(transcript, { cards = {}, onRequest = () => {} } = {}) {
     this.transcript = transcript;
     this.open = new Map();  // message_id -> element still receiving chunks
     this.last = null;
+    this.cards = cards;
+    this.onRequest = onRequest;
+    this.requests = [];  // the cards shown, answered or not
+  }
+
+  /** The dialog is over: a request not answered here no longer waits. */
+  close() {
+    for (const card of this.requests) {
+      card.settle("No longer waits: the dialog ended (answered elsewhere, expired, or failed).");
+    }
   }
 
   add(el) {
@@ -85,6 +106,9 @@ class Dialog {
     const id = response.message_id;
     if (kind === "tool-call" || kind === "action") {
       this.add(actionEl(response));
+    } else if (Object.hasOwn(REQUESTS, kind) && isObject(response[REQUESTS[kind]])) {
+      this.requests.push(this.add(requestCard(response[REQUESTS[kind]], this.cards)));
+      this.onRequest();
     } else if (kind in LABELS) {
       const content = typeof response.content === "string" ? response.content : "";
       let el = id ? this.open.get(id) : null;
@@ -122,7 +146,12 @@ export async function render({ api, session }) {
     const wanted = groupInput.value.split(",").map((g) => g.trim()).filter(Boolean);
     if (wanted.length) request.group = wanted;
     if (stateInput.value.trim()) request.state = stateInput.value.trim();
-    const dialog = new Dialog(transcript);
+    let running = true;
+    const dialog = new Dialog(transcript, {
+      cards: { send: overSocket(api), canAnswer: session.can("approve"),
+        onSettled: () => { if (running) note.set("The agent is working…", "busy"); } },
+      onRequest: () => note.set("The agent waits for an answer…", "busy"),
+    });
     dialog.add(messageEl("question", text));
     question.value = "";
     send.disabled = true;
@@ -136,6 +165,8 @@ export async function render({ api, session }) {
       dialog.add(messageEl("error", `${e.type}: ${e.message}`));
       note.set(`The dialog failed: ${e.message}`, "error");
     } finally {
+      running = false;
+      dialog.close();
       send.disabled = false;
       question.focus();
     }

@@ -1,8 +1,12 @@
 // Dialogs: the dialogs the agent recorded in this workspace (the `dialogs` service), newest
 // first, and one dialog step by step — the question, each reply of the model with its calls,
-// each call's result, the answer or the error (docs/dialogs.md). Read-only.
+// each call's result, the answer or the error (docs/dialogs.md). Above them, what waits for a
+// person in the workspace (the `approvals` service): calls to approve or deny and MCP servers'
+// questions, answerable here by anyone with `approve` — whether or not they were in the chat,
+// and after the chat's connection is gone.
 
-import { h, pretty, status } from "../dom.js";
+import { overRest, requestCard } from "../approvals.js";
+import { h, pretty, replace, status } from "../dom.js";
 import { subRoute } from "../route.js";
 
 const STATUS = { answer: "ok", running: "", abandoned: "warn" };
@@ -14,24 +18,67 @@ export async function render(ctx) {
     h("p", { class: "muted" }, "The agent records each dialog as it goes, so one cut short by "
       + "a crash is taken up where it stopped. Here are the dialogs of this workspace."),
   ];
-  if (!session.can("agent")) {
-    return h("div", { class: "dialogs-page" }, head,
-      status("Reading dialogs needs the agent capability, which this token lacks.", "error"));
-  }
   const id = subRoute("dialogs");
+  const waiting = session.can("approve") ? await waitingSection(api, id) : null;
   let body;
-  try {
-    body = id ? await shown(api, id) : await listed(api);
-  } catch (e) {
-    body = status(`Cannot read the dialogs: ${e.message}`, "error");
+  if (!session.can("agent")) {
+    body = status("Reading dialogs needs the agent capability, which this token lacks.", "error");
+  } else {
+    try {
+      body = id ? await shown(api, id) : await listed(api);
+    } catch (e) {
+      body = status(`Cannot read the dialogs: ${e.message}`, "error");
+    }
   }
-  return h("div", { class: "dialogs-page" }, head,
+  return h("div", { class: "dialogs-page" }, head, waiting,
     h("div", { class: "toolbar" },
       id ? h("a", { href: "#/dialogs" }, "All dialogs") : null,
       h("button", { type: "button", onclick: () => window.dispatchEvent(
         new HashChangeEvent("hashchange")) }, "Refresh"),
       h("span", { class: "spacer" })),
     body);
+}
+
+/** The requests waiting in the workspace (of dialog `id` only, when one is shown), each a
+ * card with its buttons; the list is read again after each answer. */
+async function waitingSection(api, id) {
+  const list = h("div", { class: "requests" });
+  const note = status();
+  // answers this page gave: the service confirmed them, so they are not shown again even if
+  // a list read at once still names them
+  const answered = new Set();
+  const key = (r) => `${r.dialog}\n${r.call}`;
+  const load = async () => {
+    let answer;
+    try {
+      answer = await api.call("approvals", { operation: "list" }, { flow: api.flow });
+    } catch (e) {
+      replace(list, status(`Cannot list the calls that wait: ${e.message}`, "error"));
+      return;
+    }
+    const requests = (Array.isArray(answer.approvals) ? answer.approvals : []).filter((r) =>
+      r && typeof r === "object" && (!id || r.dialog === id) && !answered.has(key(r)));
+    if (!requests.length) {
+      replace(list, h("p", { class: "muted" }, id ? "No call of this dialog waits for an answer."
+        : "No call waits for an answer in this workspace."));
+      return;
+    }
+    replace(list, requests.map((r) => requestCard(r, {
+      send: overRest(api),
+      detail: h("p", { class: "muted" }, "Dialog ",
+        h("a", { href: `#/dialogs/${encodeURIComponent(String(r.dialog))}` }, String(r.dialog)),
+        `, step ${r.step ?? "?"}, asked by ${r.user ?? "?"}`),
+      onSettled: (text, kind, gone) => {
+        if (gone) answered.add(key(r));
+        note.set(text, kind);
+        load();
+      },
+    })));
+  };
+  await load();
+  return h("section", { class: "panel waiting", "aria-labelledby": "waiting-title" },
+    h("h2", { id: "waiting-title" }, "Waiting for an answer"),
+    list, note);
 }
 
 async function listed(api) {
@@ -73,6 +120,15 @@ async function shown(api, id) {
       steps.push(h("li", { class: "message observation" },
         h("strong", {}, `Result of ${b.name}`), b.ok ? null : h("span", { class: "badge off" },
           "failed"), " ", String(b.observation ?? "")));
+    } else if (entry.kind === "approval") {
+      steps.push(h("li", { class: "message approval" },
+        h("strong", {}, b.kind === "elicitation" ? `Question from ${b.tool}` : `Approval asked for ${b.tool}`),
+        " ", b.kind === "elicitation" ? String(b.message ?? "")
+          : h("pre", { "aria-label": `Arguments asked about for ${b.tool}` }, pretty(b.arguments))));
+    } else if (entry.kind === "answer") {
+      steps.push(h("li", { class: "message approval" },
+        h("strong", {}, "Decision"), " ", String(b.decision ?? ""),
+        b.reason ? `: ${b.reason}` : ""));
     } else if (entry.kind === "end") {
       const m = b.message || {};
       steps.push(m.message_type === "answer"
