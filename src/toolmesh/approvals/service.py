@@ -88,6 +88,8 @@ class ApprovalsService(Service):
     async def waiting(self, workspace: str) -> list[dict[str, Any]]:
         """The requests of ``workspace`` that wait for an answer, oldest first."""
         found: dict[tuple[str, str], dict[str, Any]] = {}
+        #: dialogs the journal speaks for (the gate's view of them may lag an answer)
+        journaled: set[str] = set()
         if self.journal is not None:
             try:
                 dialogs = await self.journal.unfinished()
@@ -99,12 +101,14 @@ class ApprovalsService(Service):
                 got = await self.journal.get(dialog.id, workspaces=[workspace])
                 if got is None:
                     continue
+                journaled.add(dialog.id)
                 asked, answers = open_requests((e.kind, e.body) for e in got[1])
                 for call, body in asked.items():
                     if call not in answers and seconds_left(body) > 0:
                         found[(dialog.id, call)] = body
-        for body in self.gate.waiting(workspace):
-            found.setdefault((str(body["dialog"]), str(body["call"])), body)
+        for body in self.gate.waiting(workspace):  # dialogs that run unrecorded
+            if str(body["dialog"]) not in journaled:
+                found.setdefault((str(body["dialog"]), str(body["call"])), body)
         return sorted(found.values(), key=lambda b: str(b.get("expires")))
 
     async def _asked(self, workspace: str, dialog: str, call: str) -> dict[str, Any]:
