@@ -27,6 +27,7 @@ from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
 from toolmesh.dialogs import ABANDONED, RUNNING, Dialog, DialogJournal, JournalError
 from toolmesh.dialogs.service import DialogsService
 from toolmesh.mcp import McpToolClient
+from toolmesh.mcp_endpoint import ToolCallsService
 from toolmesh.prompt import PromptClient
 from toolmesh.registry.registry import Registry
 from toolmesh.rpc import deadline
@@ -74,7 +75,8 @@ class AgentService(Service):
                  journal: DialogJournal | None = None, take_up_unfinished: bool = False,
                  dialogs_queues: dict[str, str] | None = None,
                  approvals_queues: dict[str, str] | None = None,
-                 approvals_notify_queue: str | None = None) -> None:
+                 approvals_notify_queue: str | None = None,
+                 tool_calls_queues: dict[str, str] | None = None) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.clients = ClientPool(bus)
@@ -119,6 +121,11 @@ class AgentService(Service):
         #: answers what waits for a person, and takes their answers (`toolmesh approvals`)
         self.approvals = ApprovalsService(bus, self.gate, journal, id=id, workspace=workspace,
                                           **(approvals_queues or {}))
+        #: lists and calls the workspaces' tools for the gateway's MCP endpoint
+        self.tool_calls = ToolCallsService(bus, toolset=self.toolset_of,
+                                           load=self._watcher.ensure, runner=self.loop.runner,
+                                           approval=options.approval, workspace=workspace,
+                                           id=id, **(tool_calls_queues or {}))
         self._taken_up: set[asyncio.Task[None]] = set()
         #: the ids of the journaled dialogs this process is running
         self._in_hand: set[str] = set()
@@ -144,6 +151,7 @@ class AgentService(Service):
         await self.services_status.start()
         await self.dialogs.start()
         await self.approvals.start()
+        await self.tool_calls.start()
         if self.journal is not None and self.take_up_unfinished:
             await self._take_up_unfinished(self.journal)
 
@@ -153,6 +161,7 @@ class AgentService(Service):
         for task in self._taken_up:
             task.cancel()
         await asyncio.gather(*self._taken_up, return_exceptions=True)
+        await self.tool_calls.stop()
         await self.approvals.stop()
         await self.dialogs.stop()
         await self.services_status.stop()

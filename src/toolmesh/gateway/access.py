@@ -227,7 +227,9 @@ class AccessPolicy:
             return error_response(403, "forbidden-origin", (
                 f"requests from origin {origin!r} are refused: web pages of other origins may "
                 "not use this gateway; start it with --allow-origin ORIGIN to allow one"))
-        if request.method in BODY_METHODS and media_type(request) != JSON:
+        # a DELETE without a body (an MCP client ending its session) carries nothing to check
+        if request.method in BODY_METHODS and media_type(request) != JSON and not (
+                request.method == "DELETE" and not request.can_read_body):
             return error_response(415, "unsupported-media-type", (
                 f"send the body as JSON with 'Content-Type: {JSON}' (got "
                 f"{request.headers.get('Content-Type') or 'none'!r}), e.g. "

@@ -64,6 +64,7 @@ from toolmesh.gateway.socket_host import Send
 from toolmesh.gateway.tokens import IamService, TokenRegistry, TokenService
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
 from toolmesh.logs import register_secret
+from toolmesh.mcp_endpoint.endpoint import McpEndpoint
 from toolmesh.rpc import deadline
 from toolmesh.rpc.backoff import pauses
 from toolmesh.schema.agent import is_final as agent_is_final
@@ -203,6 +204,8 @@ class Gateway:
         self._sessions: set[SocketSession] = set()
         self._grace_until = 0.0
         self.url = ""
+        #: the workspaces' tools for MCP clients, at /mcp (docs/mcp-server.md)
+        self.mcp = McpEndpoint(bus, max_body=options.bounds.max_body)
 
     def add(self, endpoint: Endpoint) -> None:
         """Make ``endpoint`` reachable by its name (replacing one of the same name)."""
@@ -217,6 +220,8 @@ class Gateway:
         app.router.add_post("/api/v1/{service}", self._global_rest)
         app.router.add_get("/api/v1/health", self._health)
         app.router.add_get(METRICS_PATH, self._metrics)
+        for path in ("/mcp", "/mcp/{workspace}"):
+            app.router.add_route("*", path, self._mcp)
         if self.options.workbench:
             add_workbench(app)
         return app
@@ -230,6 +235,7 @@ class Gateway:
         await self.flows.start()
         for endpoint in self.endpoints.values():
             await endpoint.start()
+        await self.mcp.start()
         # On stop, requests still waiting (a long dialog, a call whose service is gone) get
         # a few seconds, then are cancelled; aiohttp's default would hold the exit for 60 s.
         # keepalive_timeout: aiohttp closes a connection that has not completed a request in
@@ -270,6 +276,7 @@ class Gateway:
         cleanup = [self._runner.cleanup()] if self._runner is not None else []
         await asyncio.gather(*drains, *cleanup)
         self._runner = None
+        await self.mcp.stop()
         for endpoint in self.endpoints.values():
             await endpoint.stop()
         await self.flows.stop()
@@ -284,6 +291,9 @@ class Gateway:
         await self.stop()
 
     # -- REST ---------------------------------------------------------------------------
+
+    async def _mcp(self, request: web.Request) -> web.StreamResponse:
+        return await self.mcp.handle(request, request[IDENTITY])
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "services": sorted(self.endpoints)})

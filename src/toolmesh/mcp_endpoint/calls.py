@@ -1,0 +1,106 @@
+"""The agent's ``tool-calls`` service: a workspace's tools for callers that are not its
+dialogs — the gateway's MCP endpoint (:mod:`toolmesh.mcp_endpoint.endpoint`).
+
+Requests on ``request:tg:tool-calls:{flow}``:
+
+* ``{"operation": "list", "workspace"?}`` → ``{"workspace", "version", "tools": [{"name",
+  "description", "inputSchema", "annotations"?}, ...]}``: the tools the agent offers there
+  (:mod:`toolmesh.mcp_endpoint.catalog`);
+* ``{"operation": "call", "workspace"?, "name", "arguments", "user"?, "progress"?: true}`` →
+  with ``progress``, ``{"progress": {"progress", "total", "message"}, "end_of_stream":
+  false}`` for each report of the tool, then ``{"text", "is_error"}``: what the tool answered,
+  or why it failed.
+
+A call goes the way a dialog's calls go (:class:`~toolmesh.agent.calls.ToolRunner`): the
+arguments are checked against the tool's schema, the agent's tool timeouts apply, and so do
+its metrics and traces. A tool whose approval policy asks a person (docs/approvals.md) is not
+run: no one stands behind such a call to approve it (its error says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from toolmesh.agent.calls import ToolRunner
+from toolmesh.agent.tally import DialogTally
+from toolmesh.agent.tools import Tool
+from toolmesh.agent.toolset import ToolSet
+from toolmesh.approvals import Policy
+from toolmesh.bus.base import Bus
+from toolmesh.config.workspaces import request_workspace
+from toolmesh.errors import ServiceError
+from toolmesh.mcp_endpoint.catalog import GROUPS, catalog
+from toolmesh.rpc.service import Reply, Service
+from toolmesh.schema.agent import DEFAULT_USER
+
+TOOL_CALLS_REQUEST_QUEUE = "request:tg:tool-calls:default"
+TOOL_CALLS_RESPONSE_QUEUE = "response:tg:tool-calls:default"
+ERROR = "Error: "
+
+
+class ToolCallsService(Service):
+    """Lists and calls the tools of ``toolset(workspace)`` (loaded first by ``load``)."""
+
+    error_type = "tool-error"
+
+    def __init__(self, bus: Bus, *, toolset: Callable[[str], ToolSet],
+                 load: Callable[[str], Awaitable[None]], runner: ToolRunner,
+                 approval: Policy, workspace: str, id: str = "agent",
+                 request_queue: str = TOOL_CALLS_REQUEST_QUEUE,
+                 response_queue: str = TOOL_CALLS_RESPONSE_QUEUE) -> None:
+        super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
+                         subscription=f"{id}-tool-calls-request", concurrency=64)
+        self._toolset = toolset
+        self._load = load
+        self.runner = runner
+        self.approval = approval
+        self.workspace = workspace
+
+    async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        workspace = request_workspace(request, default=self.workspace)
+        await self._load(workspace)
+        toolset = self._toolset(workspace)
+        offered = await _offered(toolset)
+        operation = request.get("operation") or "list"
+        if operation == "list":
+            await reply({"workspace": workspace, "version": toolset.version,
+                         "tools": catalog(offered.values())})
+        elif operation == "call":
+            await self._call(request, offered, reply)
+        else:
+            raise ServiceError(f"unknown operation {operation!r}; operations: list, call",
+                               type="bad-request")
+
+    async def _call(self, request: dict[str, Any], offered: dict[str, Tool],
+                    reply: Reply) -> None:
+        name, arguments = request.get("name"), request.get("arguments", {})
+        if not isinstance(name, str) or not name:
+            raise ServiceError("'name' must name a tool", type="bad-request")
+        user = request.get("user") if isinstance(request.get("user"), str) else DEFAULT_USER
+        streaming = request.get("progress") is True
+
+        async def emit(message: dict[str, Any]) -> None:
+            if streaming and message.get("message_type") == "progress":
+                await reply({"progress": message.get("progress"), "end_of_stream": False})
+
+        async def permit(tool: Tool, _: Any) -> str | None:
+            if tool.needs_approval(self.approval):
+                return (f"{ERROR}{tool.name!r} waits for a person's approval before each call "
+                        "(its approval policy); call it from a dialog, where someone can "
+                        "approve it")
+            return None
+
+        outcome = await self.runner.run(name, arguments, offered, user=user, emit=emit,
+                                        tally=DialogTally(), permit=permit)
+        text = outcome.observation
+        if not outcome.ok and text.startswith(ERROR):
+            text = text[len(ERROR):]
+        await reply({"text": text, "is_error": not outcome.ok, "end_of_stream": True})
+
+
+async def _offered(toolset: ToolSet) -> dict[str, Tool]:
+    tools = toolset.offered(groups=GROUPS, state=None)
+    await asyncio.gather(*(t.prepare() for t in tools))
+    return {t.name: t for t in tools if t.unavailable is None}
