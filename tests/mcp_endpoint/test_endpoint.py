@@ -4,17 +4,18 @@ streamable HTTP against a real ``toolmesh serve`` (the joke service announces te
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
 import mcp_types
-import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.dialogs.test_embedded_restart import _offered
+from tests.processes import run_toolmesh
 from tests.servers import toolmesh_serve
 
 
@@ -42,3 +43,85 @@ async def test_an_mcp_client_lists_and_calls_the_workspaces_tools(tmp_path: Path
     assert not joke.is_error and joke.content[0].text.startswith("Hey trustgraph! ")
     assert wrong.is_error and "invalid arguments" in wrong.content[0].text
     assert unknown.is_error and "there is no tool 'no-such-tool'" in unknown.content[0].text
+
+
+async def test_a_config_change_is_told_to_the_session_and_the_new_list_shows_it(
+        tmp_path: Path) -> None:
+    changed = asyncio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            changed.set()
+
+    async with toolmesh_serve(tmp_path) as served:
+        await _offered(served.url, "tell-joke")
+        headers: dict[str, str] = {}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+                streamable_http_client(served.url + "mcp", http_client=http) as (read, write, *_), \
+                ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+            before = {t.name for t in (await session.list_tools()).tools}
+            code, _, err = await run_toolmesh(
+                "config", "put", "tool/shout", "--url", served.url, stdin_text=json.dumps({
+                    "type": "text-completion", "name": "shout",
+                    "description": "Say it louder",
+                    "arguments": [{"name": "text", "type": "string",
+                                   "description": "what to say"}]}))
+            assert code == 0, err
+            async with asyncio.timeout(20):
+                await changed.wait()
+            after = {t.name for t in (await session.list_tools()).tools}
+    assert "shout" not in before and after == before | {"shout"}
+
+
+async def test_tokens_decide_what_a_client_may_list_call_and_reach(tmp_path: Path) -> None:
+    from tests.gateway.test_scoped_tokens import ADMIN, create
+
+    env = {"TOOLMESH_GATEWAY_TOKEN": ADMIN}
+    async with toolmesh_serve(tmp_path, extra_env=env) as served:
+        await _offered_with(served.url, "tell-joke", ADMIN)
+        invoker = await create(served, "-w", "default", "-c", "tools:invoke")
+        reader = await create(served, "-w", "default", "-c", "agent,config:read")
+        elsewhere = await create(served, "-w", "ws2", "-c", "tools:invoke")
+        async with mcp_session(served.url + "mcp", invoker) as session:
+            allowed = await session.list_tools()
+            called = await session.call_tool("tell-joke", {"topic": "food"})
+        async with mcp_session(served.url + "mcp", reader) as session:
+            hidden = await session.list_tools()
+            refused = await session.call_tool("tell-joke", {"topic": "food"})
+        async with httpx2.AsyncClient(timeout=10) as http:
+            anonymous = await http.post(served.url + "mcp", json=INITIALIZE,
+                                        headers=MCP_HEADERS)
+            wrong = await http.post(served.url + "mcp", json=INITIALIZE,
+                                    headers={**MCP_HEADERS, "Authorization": "Bearer nope"})
+            other = await http.post(served.url + "mcp/default", json=INITIALIZE,
+                                    headers={**MCP_HEADERS,
+                                             "Authorization": f"Bearer {elsewhere}"})
+            page = await http.post(served.url + "mcp", json=INITIALIZE,
+                                   headers={**MCP_HEADERS, "Origin": "https://evil.example",
+                                            "Authorization": f"Bearer {invoker}"})
+        async with mcp_session(served.url + "mcp", elsewhere) as session:
+            own = await session.list_tools()  # ws2 has no tools: nothing of default's
+    assert "tell-joke" in {t.name for t in allowed.tools} and not called.is_error
+    assert hidden.tools == [] and refused.is_error and "tools:invoke" in refused.content[0].text
+    assert (anonymous.status_code, wrong.status_code) == (401, 401)
+    assert other.status_code == 403 and "workspace 'default'" in other.text
+    assert page.status_code == 403
+    assert own.tools == []
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "probe", "version": "0"}}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+async def _offered_with(url: str, tool: str, token: str) -> None:
+    async with asyncio.timeout(20):
+        while True:
+            code, out, err = await run_toolmesh("tools", "--json", "--url", url, "-t", token)
+            assert code == 0, err
+            if any(t.get("name") == tool and t.get("status") == "available"
+                   for t in json.loads(out)["tools"]):
+                return
+            await asyncio.sleep(0.1)

@@ -123,7 +123,8 @@ class AgentService(Service):
                                           **(approvals_queues or {}))
         #: lists and calls the workspaces' tools for the gateway's MCP endpoint
         self.tool_calls = ToolCallsService(bus, toolset=self.toolset_of,
-                                           load=self._watcher.ensure, runner=self.loop.runner,
+                                           load=self._watcher.ensure,
+                                           reload=self._watcher.reload, runner=self.loop.runner,
                                            approval=options.approval, workspace=workspace,
                                            id=id, **(tool_calls_queues or {}))
         self._taken_up: set[asyncio.Task[None]] = set()

@@ -220,8 +220,9 @@ class Gateway:
         app.router.add_post("/api/v1/{service}", self._global_rest)
         app.router.add_get("/api/v1/health", self._health)
         app.router.add_get(METRICS_PATH, self._metrics)
-        for path in ("/mcp", "/mcp/{workspace}"):
-            app.router.add_route("*", path, self._mcp)
+        for path in ("/mcp", "/mcp/{workspace}"):  # streamable HTTP: POST, GET (SSE), DELETE
+            for method in ("GET", "POST", "DELETE"):
+                app.router.add_route(method, path, self._mcp)
         if self.options.workbench:
             add_workbench(app)
         return app

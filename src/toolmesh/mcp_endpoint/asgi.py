@@ -3,8 +3,8 @@ manager), its answer streamed back as it comes (SSE included).
 
 The body is read by aiohttp first, within the gateway's bounds (``--max-body``, the body
 timeout), and given to the application whole; the response is a ``StreamResponse`` written
-piece by piece. A client that goes away cancels the handler, and with it the application's
-call.
+piece by piece. A client that goes away is told to the application as ``http.disconnect``;
+what it still writes goes nowhere.
 """
 
 from __future__ import annotations
@@ -53,28 +53,48 @@ async def serve(app: App, request: web.Request, *, extra: dict[str, Any]) -> web
     async def send(message: Message) -> None:
         nonlocal response
         if message["type"] == "http.response.start":
+            if gone.is_set():
+                return
             response = web.StreamResponse(status=message["status"])
             for name, value in message.get("headers", ()):
                 response.headers.add(_text(name), _text(value))
             if _is_stream(response):
                 response.enable_chunked_encoding()
-            await response.prepare(request)
+            try:
+                await response.prepare(request)
+            except ConnectionResetError:
+                gone.set()
         elif message["type"] == "http.response.body":
-            assert response is not None, "a body before the response started"
-            data = message.get("body", b"")
-            if data:
-                await response.write(data)
-            if not message.get("more_body", False):
-                await response.write_eof()
+            if gone.is_set() or response is None:
+                return  # the client left: what is still sent goes nowhere
+            try:
+                data = message.get("body", b"")
+                if data:
+                    await response.write(data)
+                if not message.get("more_body", False):
+                    await response.write_eof()
+                    gone.set()
+            except ConnectionResetError:  # the client left mid-stream (a closed SSE stream)
                 gone.set()
 
+    # The application runs in a task of its own: a client that hangs up cancels this handler
+    # (the gateway cancels handlers of closed connections), and the application must not be
+    # cancelled halfway with it — the MCP SDK then forgets a session it has just opened. It
+    # hears the client left (``http.disconnect``) and ends as it would.
+    task = asyncio.ensure_future(app(scope, receive, send))
+    _running.add(task)
+    task.add_done_callback(_running.discard)
     try:
-        await app(scope, receive, send)
+        await asyncio.shield(task)
     finally:
         gone.set()
     if response is None:
         return web.Response(status=500, text="the MCP endpoint gave no answer")
     return response
+
+
+#: applications still answering clients that left (kept so that they are not collected)
+_running: set[asyncio.Future[None]] = set()
 
 
 def _text(value: bytes | str) -> str:

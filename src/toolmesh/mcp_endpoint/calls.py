@@ -3,7 +3,7 @@ dialogs — the gateway's MCP endpoint (:mod:`toolmesh.mcp_endpoint.endpoint`).
 
 Requests on ``request:tg:tool-calls:{flow}``:
 
-* ``{"operation": "list", "workspace"?}`` → ``{"workspace", "version", "tools": [{"name",
+* ``{"operation": "list", "workspace"?, "version"?}`` → ``{"workspace", "version", "tools": [{"name",
   "description", "inputSchema", "annotations"?}, ...]}``: the tools the agent offers there
   (:mod:`toolmesh.mcp_endpoint.catalog`);
 * ``{"operation": "call", "workspace"?, "name", "arguments", "user"?, "progress"?: true}`` →
@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from toolmesh.agent.calls import ToolRunner
+from toolmesh.agent.status_service import read_your_writes
 from toolmesh.agent.tally import DialogTally
 from toolmesh.agent.tools import Tool
 from toolmesh.agent.toolset import ToolSet
@@ -46,7 +47,8 @@ class ToolCallsService(Service):
     error_type = "tool-error"
 
     def __init__(self, bus: Bus, *, toolset: Callable[[str], ToolSet],
-                 load: Callable[[str], Awaitable[None]], runner: ToolRunner,
+                 load: Callable[[str], Awaitable[None]],
+                 reload: Callable[[str], Awaitable[None]] | None = None, runner: ToolRunner,
                  approval: Policy, workspace: str, id: str = "agent",
                  request_queue: str = TOOL_CALLS_REQUEST_QUEUE,
                  response_queue: str = TOOL_CALLS_RESPONSE_QUEUE) -> None:
@@ -54,13 +56,16 @@ class ToolCallsService(Service):
                          subscription=f"{id}-tool-calls-request", concurrency=64)
         self._toolset = toolset
         self._load = load
+        self._reload = reload
         self.runner = runner
         self.approval = approval
         self.workspace = workspace
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
-        await self._load(workspace)
+        # a list after a config change the caller heard of shows that change
+        await read_your_writes(request, workspace, toolset=self._toolset, load=self._load,
+                               reload=self._reload)
         toolset = self._toolset(workspace)
         offered = await _offered(toolset)
         operation = request.get("operation") or "list"

@@ -20,9 +20,10 @@ a session is bound to the token and the workspace that opened it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 import weakref
-from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
 import mcp_types
@@ -34,15 +35,20 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from toolmesh import __version__
-from toolmesh.bus.base import Bus
-from toolmesh.errors import RequestError
+from toolmesh.bus.base import Bus, Message, Subscription
+from toolmesh.config.service import CONFIG_PUSH_QUEUE
+from toolmesh.errors import MalformedMessage, RequestError
 from toolmesh.mcp_endpoint.asgi import serve
 from toolmesh.mcp_endpoint.calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
+from toolmesh.registry.registry import Registry
 from toolmesh.rpc.client import RequestClient
 
 log = logging.getLogger("toolmesh.mcp_endpoint")
 
 CALLER = "toolmesh.caller"
+#: the config types a workspace's tools come from (the agent's toolset.WATCHED_TYPES; named
+#: here so that a gateway does not load the agent)
+WATCHED_TYPES = ("tool", "tool-service", "mcp", "settings")
 #: seconds a tools/list may take the agent; a call gets its tool's own timeouts plus this
 LIST_TIMEOUT = 30.0
 CALL_TIMEOUT = 600.0
@@ -88,25 +94,75 @@ class McpEndpoint:
     """Serves MCP at ``/mcp`` for one gateway (``flow``: whose agent answers)."""
 
     def __init__(self, bus: Bus, *, flow: str = "default",
-                 max_body: int = 4 * 1024 * 1024) -> None:
+                 max_body: int = 4 * 1024 * 1024, push_queue: str = CONFIG_PUSH_QUEUE,
+                 announcement_queues: dict[str, str] | None = None) -> None:
+        self._bus = bus
+        self._push_queue = push_queue
+        self._subscription: Subscription | None = None
+        #: workspace -> the newest config version a push named for its tools
+        self._versions: dict[str, int] = {}
+        # the announced tool services, to tell sessions when they come and go
+        self._registry = Registry(bus, on_change=self.tools_changed,
+                                  **(announcement_queues or {}))
         self._rpc = RequestClient(
             bus, request_queue=TOOL_CALLS_REQUEST_QUEUE.replace(":default", f":{flow}"),
             response_queue=TOOL_CALLS_RESPONSE_QUEUE.replace(":default", f":{flow}"))
         self.server = Server("toolmesh", version=__version__,
                              instructions="The tools of a toolmesh workspace.",
                              on_list_tools=self._list, on_call_tool=self._call)
-        self.manager = StreamableHTTPSessionManager(self.server, max_request_body_size=max_body)
-        #: workspace -> the sessions that listed its tools (told when they change)
+        self._max_body = max_body
+        self.manager: StreamableHTTPSessionManager | None = None
+        self._running: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        #: workspace -> the connections that listed its tools (told when they change)
         self._sessions: dict[str, weakref.WeakSet[Any]] = {}
-        self._stack = AsyncExitStack()
 
     async def start(self) -> None:
         await self._rpc.start()
-        await self._stack.enter_async_context(self.manager.run())
+        # a manager runs once, in one task from start to end (an anyio task group)
+        self.manager = StreamableHTTPSessionManager(self.server,
+                                                    max_request_body_size=self._max_body)
+        self._stopping.clear()
+        started = asyncio.Event()
+        self._running = asyncio.create_task(self._run(self.manager, started))
+        await started.wait()
+        # a name of our own: a notify queue gives each subscription every push
+        self._subscription = await self._bus.subscribe(
+            self._push_queue, self._on_push, subscription=f"gateway-mcp-{uuid.uuid4().hex[:8]}",
+            concurrency=1)
+        await self._registry.start()
 
     async def stop(self) -> None:
-        await self._stack.aclose()
+        await self._registry.stop()
+        if self._subscription is not None:
+            await self._subscription.close()
+            self._subscription = None
+        if self._running is not None:
+            self._stopping.set()
+            await self._running
+            self._running = None
         await self._rpc.stop()
+
+    async def _run(self, manager: StreamableHTTPSessionManager, started: asyncio.Event) -> None:
+        async with manager.run():
+            started.set()
+            await self._stopping.wait()
+
+    async def _on_push(self, message: Message) -> None:
+        try:
+            push = message.json()
+        except MalformedMessage as e:
+            log.warning("config push not understood: %s", e.message)
+            return
+        changes = push.get("changes") if isinstance(push, dict) else None
+        version = push.get("version") if isinstance(push, dict) else None
+        if not isinstance(changes, dict):
+            return
+        touched = {w for t in WATCHED_TYPES for w in changes.get(t) or () if isinstance(w, str)}
+        for workspace in touched:
+            if isinstance(version, int):
+                self._versions[workspace] = max(version, self._versions.get(workspace, 0))
+            await self.tools_changed(workspace)
 
     async def handle(self, request: web.Request, identity: Identity | None) -> web.StreamResponse:
         """Answer one HTTP request to ``/mcp`` or ``/mcp/{workspace}``."""
@@ -117,12 +173,19 @@ class McpEndpoint:
                 f"this token may not use workspace {workspace!r}")}}, status=403)
         owner = f"{identity.id if identity else 'local'}@{workspace}"
         user = AuthenticatedUser(AccessToken(token="", client_id=owner, scopes=[]))
+        if self.manager is None:
+            return web.json_response({"error": {"type": "service-unavailable",
+                                                "message": "the MCP endpoint is not started"}},
+                                     status=503)
         return await serve(self.manager.handle_request, request,
                            extra={CALLER: Caller(identity, workspace), "user": user})
 
     async def tools_changed(self, workspace: str) -> None:
         """Tell the sessions of ``workspace`` that its tools changed."""
-        for session in list(self._sessions.get(workspace, ())):
+        sessions = list(self._sessions.get(workspace, ()))
+        log.info("tools of workspace %r changed: telling %d MCP session(s)", workspace,
+                 len(sessions))
+        for session in sessions:
             try:
                 await session.send_tool_list_changed()
             except Exception as e:  # a session that went away: nothing to tell
@@ -131,11 +194,17 @@ class McpEndpoint:
     async def _list(self, ctx: ServerRequestContext[Any, Any],
                     params: mcp_types.PaginatedRequestParams | None) -> mcp_types.ListToolsResult:
         caller = _caller(ctx)
-        self._sessions.setdefault(caller.workspace, weakref.WeakSet()).add(ctx.session)
+        # the connection, not the request's session: it outlives this request, and its
+        # standalone stream is where a change is told (held weakly: it ends with its client)
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None:
+            self._sessions.setdefault(caller.workspace, weakref.WeakSet()).add(connection)
         if not caller.may_invoke:  # a token that may not call tools sees none
             return mcp_types.ListToolsResult(tools=[])
-        answer = await self._rpc.request({"operation": "list", "workspace": caller.workspace},
-                                         timeout=LIST_TIMEOUT)
+        body: dict[str, Any] = {"operation": "list", "workspace": caller.workspace}
+        if caller.workspace in self._versions:  # the agent catches up first if it is behind
+            body["version"] = self._versions[caller.workspace]
+        answer = await self._rpc.request(body, timeout=LIST_TIMEOUT)
         return mcp_types.ListToolsResult(tools=[
             mcp_types.Tool.model_validate(entry) for entry in answer.get("tools") or ()])
 

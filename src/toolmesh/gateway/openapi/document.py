@@ -146,6 +146,7 @@ def _service(operation_id: str, summary: str, description: str, request: str,
 def _paths() -> dict[str, Any]:
     flow = "/api/v1/flow/{flow}/service"
     return {
+        **_mcp_paths(),
         "/api/v1/health": {"get": {
             "operationId": "health", "summary": "Whether the gateway is up, and its services",
             "tags": ["gateway"], "security": [],
@@ -372,3 +373,26 @@ def _page_redirect(operation: str, summary: str) -> dict[str, Any]:
                                   "headers": {"Location": {"schema": {"type": "string"}}}},
                           "404": _json(ref("Error"), "The Workbench is off."),
                           **_errors(ANY_ROUTE)}}
+
+
+def _mcp_paths() -> dict[str, Any]:
+    """``/mcp``: MCP's streamable HTTP, not a JSON API of its own (docs/mcp-server.md)."""
+    what = ("MCP over streamable HTTP (the Model Context Protocol; any MCP client): "
+            "`initialize` or `server/discover`, `tools/list`, `tools/call` as JSON-RPC in the "
+            "body of a POST, answered as JSON or an SSE stream; GET opens the session's SSE "
+            "stream (`notifications/tools/list_changed`); DELETE ends the session. The "
+            "workspace is the token's first, or the path's; listing and calling need "
+            "`tools:invoke`.")
+    paths: dict[str, Any] = {}
+    for path, where in (("/mcp", "the token's workspace"),
+                        ("/mcp/{workspace}", "the workspace named")):
+        parameters = ([{"name": "workspace", "in": "path", "required": True,
+                        "schema": {"type": "string"}}] if "{" in path else [])
+        paths[path] = {method: {
+            "operationId": f"mcp-{method}{'-workspace' if parameters else ''}",
+            "summary": f"The MCP server of {where} ({method.upper()})", "tags": ["mcp"],
+            "description": what, "parameters": parameters,
+            "responses": {"200": {"description": "MCP's answer (JSON-RPC, or an SSE "
+                                                 "stream)"},
+                          **_errors(ANY_ROUTE)}} for method in ("get", "post", "delete")}
+    return paths
