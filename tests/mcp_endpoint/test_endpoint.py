@@ -125,3 +125,17 @@ async def _offered_with(url: str, tool: str, token: str) -> None:
                    for t in json.loads(out)["tools"]):
                 return
             await asyncio.sleep(0.1)
+
+
+async def test_a_client_without_a_token_is_told_where_to_learn_how_to_authenticate(
+        tmp_path: Path) -> None:
+    async with toolmesh_serve(tmp_path, extra_env={"TOOLMESH_GATEWAY_TOKEN": "s3cret-admin"}) \
+            as served, httpx2.AsyncClient(timeout=10) as http:
+        refused = await http.post(served.url + "mcp", json=INITIALIZE, headers=MCP_HEADERS)
+        challenge = refused.headers["WWW-Authenticate"]
+        where = challenge.split('resource_metadata="', 1)[1].rstrip('"')
+        metadata = (await http.get(where)).json()
+    assert refused.status_code == 401 and challenge.startswith("Bearer ")
+    assert where == served.url + ".well-known/oauth-protected-resource/mcp"
+    assert metadata["resource"] == served.url + "mcp"
+    assert metadata["bearer_methods_supported"] == ["header"]

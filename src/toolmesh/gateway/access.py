@@ -48,7 +48,10 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
 #: routes that do their own authentication, or need none (and the Workbench's files, which
 #: hold no secret: the page asks for the token)
-PUBLIC_PATHS = frozenset({"/api/v1/health", "/api/v1/socket", "/api/v1/openapi.json"})
+PUBLIC_PATHS = frozenset({"/api/v1/health", "/api/v1/socket", "/api/v1/openapi.json",
+                          # how an MCP client learns to authenticate (RFC 9728)
+                          "/.well-known/oauth-protected-resource",
+                          "/.well-known/oauth-protected-resource/mcp"})
 CORS_HEADERS = "Authorization, Content-Type, X-Workspace, X-Timeout"
 CORS_METHODS = "GET, POST, OPTIONS"
 
@@ -307,8 +310,14 @@ class AccessPolicy:
         request[AUTHENTICATED] = identity is not None
         if identity is None and request.path not in PUBLIC_PATHS \
                 and not (request.method in ("GET", "HEAD") and is_page_path(request.path)):
-            return error_response(401, "auth-failed", "a valid bearer token is required "
-                                                      "(Authorization: Bearer <token>)")
+            refused = error_response(401, "auth-failed", "a valid bearer token is required "
+                                                         "(Authorization: Bearer <token>)")
+            if request.path == "/mcp" or request.path.startswith("/mcp/"):
+                # MCP clients look here for how to authenticate (RFC 9728, MCP's authorization)
+                refused.headers["WWW-Authenticate"] = (
+                    f'Bearer resource_metadata="{request.url.origin()}'
+                    '/.well-known/oauth-protected-resource/mcp"')
+            return refused
         response = await handler(request)
         if origin is not None and not response.prepared:
             self._cors(response.headers, origin)

@@ -223,6 +223,9 @@ class Gateway:
         for path in ("/mcp", "/mcp/{workspace}"):  # streamable HTTP: POST, GET (SSE), DELETE
             for method in ("GET", "POST", "DELETE"):
                 app.router.add_route(method, path, self._mcp)
+        for path in ("/.well-known/oauth-protected-resource",
+                     "/.well-known/oauth-protected-resource/mcp"):
+            app.router.add_get(path, self.mcp.resource_metadata)
         if self.options.workbench:
             add_workbench(app)
         return app

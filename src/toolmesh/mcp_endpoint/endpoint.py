@@ -180,6 +180,17 @@ class McpEndpoint:
         return await serve(self.manager.handle_request, request,
                            extra={CALLER: Caller(identity, workspace), "user": user})
 
+    async def resource_metadata(self, request: web.Request) -> web.Response:
+        """The OAuth protected-resource metadata of ``/mcp`` (RFC 9728): what an MCP client
+        reads to learn how to authenticate. toolmesh's tokens are bearer tokens an admin
+        issues (``toolmesh token create``), not OAuth grants: no authorization server is
+        named, and a client is given its token by its user."""
+        origin = str(request.url.origin())
+        return web.json_response({
+            "resource": f"{origin}/mcp", "resource_name": "toolmesh",
+            "authorization_servers": [], "bearer_methods_supported": ["header"],
+            "scopes_supported": ["tools:invoke"]})
+
     async def tools_changed(self, workspace: str) -> None:
         """Tell the sessions of ``workspace`` that its tools changed."""
         sessions = list(self._sessions.get(workspace, ()))

@@ -395,4 +395,15 @@ def _mcp_paths() -> dict[str, Any]:
             "responses": {"200": {"description": "MCP's answer (JSON-RPC, or an SSE "
                                                  "stream)"},
                           **_errors(ANY_ROUTE)}} for method in ("get", "post", "delete")}
+    for path in ("/.well-known/oauth-protected-resource",
+                 "/.well-known/oauth-protected-resource/mcp"):
+        paths[path] = {"get": {
+            "operationId": "mcp-resource-metadata" + ("-mcp" if path.endswith("/mcp") else ""),
+            "summary": "How an MCP client authenticates to /mcp (RFC 9728)", "tags": ["mcp"],
+            "security": [], "description": (
+                "The OAuth protected-resource metadata of `/mcp`: a bearer token in the "
+                "`Authorization` header, issued by the gateway's admin (`toolmesh token "
+                "create -c tools:invoke`); no authorization server. A 401 from `/mcp` points "
+                "here in its `WWW-Authenticate` header."),
+            "responses": {"200": {"description": "The metadata (JSON)"}, **_errors(ANY_ROUTE)}}}
     return paths
