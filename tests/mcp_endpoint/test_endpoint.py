@@ -139,3 +139,20 @@ async def test_a_client_without_a_token_is_told_where_to_learn_how_to_authentica
     assert where == served.url + ".well-known/oauth-protected-resource/mcp"
     assert metadata["resource"] == served.url + "mcp"
     assert metadata["bearer_methods_supported"] == ["header"]
+
+
+async def test_a_workspace_imports_anothers_tools_through_toolmesh_as_an_mcp_server(
+        tmp_path: Path) -> None:
+    """toolmesh's own MCP client pointed at toolmesh: workspace ``b`` has an mcp item whose
+    server is ``/mcp/default`` of the same deployment, and calls default's tell-joke with it."""
+    async with toolmesh_serve(tmp_path) as served:
+        await _offered(served.url, "tell-joke")
+        code, _, err = await run_toolmesh(
+            "config", "put", "mcp/home", "-w", "b", "--url", served.url,
+            stdin_text=json.dumps({"url": served.url + "mcp/default",
+                                   "remote-name": "tell-joke"}))
+        assert code == 0, err
+        code, out, err = await run_toolmesh("mcp", "invoke", "home", "-w", "b",
+                                            "-P", '{"topic": "food"}', "--url", served.url)
+    assert code == 0, err
+    assert out.startswith("Hey trustgraph! ")

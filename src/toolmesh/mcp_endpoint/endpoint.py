@@ -224,7 +224,7 @@ class McpEndpoint:
         caller = _caller(ctx)
         if not caller.may_invoke:
             return _failed("this token may not call tools (it lacks tools:invoke)")
-        token = ctx.meta.progress_token if ctx.meta is not None else None
+        token = _progress_token(ctx.meta)
         body = {"operation": "call", "workspace": caller.workspace, "name": params.name,
                 "arguments": dict(params.arguments or {}), "progress": token is not None}
         final: dict[str, Any] = {}
@@ -252,6 +252,13 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
     if not isinstance(caller, Caller):  # not through the gateway's route: refuse everything
         return Caller(_Nobody(), "")
     return caller
+
+
+def _progress_token(meta: Any) -> str | int | None:
+    """The ``progressToken`` a call's ``_meta`` carries (the SDK gives a mapping)."""
+    token = meta.get("progressToken") if isinstance(meta, dict) else getattr(
+        meta, "progress_token", None)
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
 def _failed(message: str) -> mcp_types.CallToolResult:
