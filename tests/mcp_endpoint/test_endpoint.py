@@ -156,3 +156,21 @@ async def test_a_workspace_imports_anothers_tools_through_toolmesh_as_an_mcp_ser
                                             "-P", '{"topic": "food"}', "--url", served.url)
     assert code == 0, err
     assert out.startswith("Hey trustgraph! ")
+
+
+async def test_a_streaming_services_pieces_come_as_progress_then_the_whole(
+        tmp_path: Path) -> None:
+    seen: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async with toolmesh_serve(tmp_path, "--tool-service", "speller:Speller",
+                              cwd=Path(__file__).parent / "services") as served:
+        await _offered(served.url, "spell")
+        async with mcp_session(served.url + "mcp") as session:
+            spelled = await session.call_tool("spell", {"word": "toolmesh"},
+                                              progress_callback=on_progress)
+            quiet = await session.call_tool("spell", {"word": "mcp"})
+    assert seen == list("toolmesh")
+    assert spelled.content[0].text == "toolmesh" and quiet.content[0].text == "mcp"

@@ -49,11 +49,13 @@ class ToolRunner:
 
     async def run(self, name: str, arguments: Any, offered: Mapping[str, Tool], *, user: str,
                   emit: Emit, tally: DialogTally, key: str | None = None,
-                  permit: Permit | None = None, ask: Ask | None = None) -> Outcome:
+                  permit: Permit | None = None, ask: Ask | None = None,
+                  parts: Callable[[str], Awaitable[None]] | None = None) -> Outcome:
         """The outcome of calling ``name`` with ``arguments``; ``key``: the call's
         idempotency key, passed to the tool (the same on every attempt of this call);
         ``permit``: asked once the call is checked (a person may have to approve it);
-        ``ask``: where the questions of the tool's server go (elicitation)."""
+        ``ask``: where the questions of the tool's server go (elicitation); ``parts``: where
+        the pieces of a streamed answer go as they come."""
         tool = offered.get(name)
         if tool is None:
             # the name the LLM made up is no label: a model could invent one per call
@@ -79,7 +81,8 @@ class ToolRunner:
         with tracing.span(f"tool {tool.name}", kind="client",
                           attributes={"toolmesh.tool": tool.name,
                                       "toolmesh.tool.type": kind}) as span:
-            observation, outcome = await self._invoke(tool, arguments, user, emit, key, ask)
+            observation, outcome = await self._invoke(tool, arguments, user, emit, key, ask,
+                                                      parts)
             if outcome != "ok":
                 tracing.failed(span, outcome)
         seconds = time.perf_counter() - started
@@ -88,7 +91,8 @@ class ToolRunner:
         return Outcome(observation=observation, ok=outcome == "ok")
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any], user: str,
-                      emit: Emit, key: str | None, ask: Ask | None) -> tuple[str, str]:
+                      emit: Emit, key: str | None, ask: Ask | None,
+                      parts: Callable[[str], Awaitable[None]] | None) -> tuple[str, str]:
         """The observation of one call of ``tool``, and its outcome (``ok``, ``timeout``,
         or the error type)."""
         timeout = self.tool_timeout
@@ -106,7 +110,7 @@ class ToolRunner:
                         await ask(tool.name, request)
 
                 call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay,
-                            key=key, ask=question)
+                            key=key, ask=question, parts=parts)
                 return await tool.invoke(arguments, call), "ok"
         except (RequestTimeout, TimeoutError):
             return (f"Error: the tool {tool.name!r} did not answer within {timeout:g} s",

@@ -8,8 +8,9 @@ Requests on ``request:tg:tool-calls:{flow}``:
   (:mod:`toolmesh.mcp_endpoint.catalog`);
 * ``{"operation": "call", "workspace"?, "name", "arguments", "user"?, "progress"?: true}`` →
   with ``progress``, ``{"progress": {"progress", "total", "message"}, "end_of_stream":
-  false}`` for each report of the tool, then ``{"text", "is_error"}``: what the tool answered,
-  or why it failed.
+  false}`` for each report of the tool (an MCP server's progress; each piece of a streaming
+  tool service's answer, as ``message``), then ``{"text", "is_error"}``: what the tool
+  answered (whole), or why it failed.
 
 A call goes the way a dialog's calls go (:class:`~toolmesh.agent.calls.ToolRunner`): the
 arguments are checked against the tool's schema, the agent's tool timeouts apply, and so do
@@ -97,8 +98,17 @@ class ToolCallsService(Service):
                         "approve it")
             return None
 
+        pieces = 0
+
+        async def part(text: str) -> None:  # a streaming tool service's piece
+            nonlocal pieces
+            pieces += 1
+            await reply({"progress": {"progress": pieces, "total": None, "message": text},
+                         "end_of_stream": False})
+
         outcome = await self.runner.run(name, arguments, offered, user=user, emit=emit,
-                                        tally=DialogTally(), permit=permit)
+                                        tally=DialogTally(), permit=permit,
+                                        parts=part if streaming else None)
         text = outcome.observation
         if not outcome.ok and text.startswith(ERROR):
             text = text[len(ERROR):]

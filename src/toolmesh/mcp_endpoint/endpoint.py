@@ -256,8 +256,10 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
 
 def _progress_token(meta: Any) -> str | int | None:
     """The ``progressToken`` a call's ``_meta`` carries (the SDK gives a mapping)."""
-    token = meta.get("progressToken") if isinstance(meta, dict) else getattr(
-        meta, "progress_token", None)
+    if isinstance(meta, dict):  # the SDK's mapping names it in Python's spelling
+        token = meta.get("progress_token", meta.get("progressToken"))
+    else:
+        token = getattr(meta, "progress_token", None)
     return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 

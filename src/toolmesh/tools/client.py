@@ -55,14 +55,14 @@ class ToolServiceClient(RpcClient):
     async def responses(self, *, user: str, config: Mapping[str, Any] | None = None,
                         arguments: Mapping[str, Any] | None = None,
                         timeout: float | None = DEFAULT_TIMEOUT,
-                        workspace: str | None = None,
+                        workspace: str | None = None, key: str | None = None,
                         ) -> AsyncIterator[tuple[str, bool]]:
         """``(text, end_of_stream)`` for every response, the final (often empty) one included.
 
         For relays (the gateway) that forward the service's own stream boundaries.
         """
         body = wire.request(user=user, config=config or {}, arguments=arguments or {},
-                            workspace=workspace)
+                            workspace=workspace, key=key)
         async for response in self._rpc.stream(body, timeout=timeout):
             yield _text(response), default_is_final(response)
 

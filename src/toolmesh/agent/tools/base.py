@@ -43,6 +43,9 @@ class Call:
     #: where a question of the tool's server for the person goes (an MCP server's
     #: elicitation, :mod:`toolmesh.mcp.elicitation`); ``None``: nobody can be asked
     ask: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    #: where the pieces of a streamed answer go as they come (a caller outside a dialog
+    #: shows them as progress: :mod:`toolmesh.mcp_endpoint.calls`); ``None``: only the whole
+    parts: Callable[[str], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

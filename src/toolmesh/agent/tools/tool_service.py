@@ -35,9 +35,18 @@ class ToolServiceTool(Tool):
         if self.live_instances is not None and self.live_instances() == 0:
             raise ToolError(f"no live instance of tool service {self.service_id}")
         client = await self.client()
-        return await client.call(user=call.user, config=self.config, arguments=arguments,
-                                 timeout=call.timeout, workspace=self.workspace,
-                                 key=call.key)
+        if call.parts is None:
+            return await client.call(user=call.user, config=self.config, arguments=arguments,
+                                     timeout=call.timeout, workspace=self.workspace,
+                                     key=call.key)
+        pieces = []
+        async for text, _ in client.responses(user=call.user, config=self.config,
+                                              arguments=arguments, timeout=call.timeout,
+                                              workspace=self.workspace, key=call.key):
+            if text:
+                pieces.append(text)
+                await call.parts(text)
+        return "".join(pieces)
 
 
 async def build(key: str, config: Mapping[str, Any], context: BuildContext) -> Tool:

@@ -1,0 +1,385 @@
+"""``toolmesh mcp serve --stdio``: a workspace's tools for MCP clients that start a command
+(desktop assistants, IDEs) instead of opening a URL.
+
+The bridge is an MCP server on stdin and stdout (the SDK's lowlevel :class:`Server` over its
+stdio transport) and an MCP client of the gateway's ``/mcp`` endpoint (the SDK's
+streamable-HTTP client, sending the bearer token), so what a client sees is what ``/mcp``
+serves, checked by the gateway as every other caller is:
+
+* ``tools/list`` and ``tools/call`` are passed on as they are, a call's progress too when the
+  client asked for it (a ``progressToken``);
+* the gateway's ``notifications/tools/list_changed`` is checked against a fresh list, and
+  passed on when the tools the client last listed did change;
+* a gateway that cannot be reached, refuses the token (401) or the workspace (403) is an MCP
+  error that says so and what to check; a tool's own failure stays a result with ``isError``.
+
+The session with the gateway opens on the first request (the client's ``initialize`` is
+answered here, so a gateway that is down does not stop the client from starting) and
+reopens when the gateway forgot it (a restart). Nothing but protocol goes to stdout; logs go
+to stderr, without the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import quote, urlsplit
+
+import httpx2
+import mcp_types
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.session import ServerSession
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
+
+from toolmesh import __version__
+from toolmesh.cli.http import gateway_unreachable
+from toolmesh.mcp_endpoint.endpoint import CALL_TIMEOUT, LIST_TIMEOUT
+from toolmesh.urls import mask_url
+
+log = logging.getLogger("toolmesh.mcp_endpoint.stdio")
+
+T = TypeVar("T")
+
+#: seconds beyond the gateway's own limits the bridge waits, so the gateway's answer (which
+#: says what went wrong) arrives before the bridge gives up on its own
+MARGIN = 10.0
+#: seconds a new session with the gateway may take (connect and ``initialize``)
+OPEN_TIMEOUT = 30.0
+#: what the SDK's streamable-HTTP client reports for an HTTP error whose body is not JSON-RPC
+#: (the gateway's own refusals): the status the response hook saw says more
+_HTTP_ERROR = "Server returned an error response"
+_SESSION_GONE = "Session terminated"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """Where the bridge forwards to: the gateway's MCP URL, and the token it sends there."""
+
+    url: str
+    token: str | None = None
+
+    @classmethod
+    def of(cls, gateway: str, *, workspace: str | None = None,
+           token: str | None = None) -> Target:
+        """``gateway``'s ``/mcp`` (the token's first workspace) or ``/mcp/{workspace}``. A URL
+        that already ends in ``/mcp`` is taken as it is."""
+        base = gateway.rstrip("/")
+        if urlsplit(base).path.endswith("/mcp"):
+            base = base[:-len("/mcp")]
+        path = f"/mcp/{quote(workspace, safe='')}" if workspace else "/mcp"
+        return cls(url=base + path, token=token)
+
+    @property
+    def shown(self) -> str:
+        """The URL as logs and messages show it (no password, no secret parameter)."""
+        return mask_url(self.url)
+
+
+def bridge_error(message: str, kind: str, **data: Any) -> MCPError:
+    """The MCP error a client gets when the bridge cannot do what it asked: ``kind`` (in the
+    error's data) names the cause for programs, ``message`` for people."""
+    return MCPError(code=INTERNAL_ERROR, message=message, data={"type": kind, **data})
+
+
+def refusal(target: Target, status: int, detail: str | None) -> MCPError:
+    """What a 4xx of the gateway means for someone who configured this bridge."""
+    where = f"the gateway at {target.shown} refused the request ({status})"
+    if status == 401:
+        if target.token:
+            return bridge_error(
+                f"{where}: the token is refused (check TOOLMESH_TOKEN, --token-file or -t in "
+                "the MCP client's configuration; `toolmesh token list` shows the gateway's "
+                "tokens)", "token-refused", status=status)
+        return bridge_error(f"{where}: it needs a token (set TOOLMESH_TOKEN in the MCP client's "
+                            "configuration, or give --token-file)", "token-missing",
+                            status=status)
+    if status == 403:
+        return bridge_error(f"{where}: {detail or 'this token may not use it'} (check -w and "
+                            "the token's workspaces)", "forbidden", status=status)
+    if status == 404:
+        return bridge_error(f"nothing serves MCP at {target.shown} (404): check -u, the "
+                            "gateway's URL (e.g. http://localhost:8888/)", "not-found",
+                            status=status)
+    return bridge_error(f"{where}: {detail or 'HTTP error'}", "gateway-error", status=status)
+
+
+def explained(target: Target, error: BaseException) -> MCPError:
+    """``error`` (what opening or using the session raised: an exception group from the
+    transport's tasks, often) as one MCP error that says what to check."""
+    found = _leaf(error)
+    if isinstance(found, MCPError):
+        return found
+    if isinstance(found, httpx2.TransportError | OSError):
+        return bridge_error(gateway_unreachable(target.url, found), "gateway-unreachable")
+    if isinstance(found, TimeoutError):
+        return bridge_error(f"the gateway at {target.shown} did not answer within "
+                            f"{OPEN_TIMEOUT:g} s: is `toolmesh serve` running there?",
+                            "gateway-timeout")
+    return bridge_error(f"the session with the gateway at {target.shown} failed: "
+                        f"{type(found).__name__}: {found}", "gateway-error")
+
+
+def _leaf(error: BaseException) -> BaseException:
+    """The first telling exception inside ``error`` (groups opened, cancellations skipped)."""
+    if isinstance(error, BaseExceptionGroup):
+        leaves = [_leaf(e) for e in error.exceptions]
+        telling = [e for e in leaves if not isinstance(e, asyncio.CancelledError)]
+        return (telling or leaves)[0]
+    return error
+
+
+class Upstream:
+    """The bridge's one MCP session with the gateway: opened when first needed, reopened
+    after the gateway forgot it or the connection broke.
+
+    The session lives in a task of its own (the SDK's transport and session are context
+    managers that must be left in the task that entered them); requests use it from any task.
+    """
+
+    def __init__(self, target: Target,
+                 on_notification: Callable[[object], Awaitable[None]]) -> None:
+        self.target = target
+        self._on_notification = on_notification
+        self._lock = asyncio.Lock()
+        self._session: ClientSession | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self._closing = asyncio.Event()
+        #: why the last session ended or failed to open, said plainly
+        self._failure: MCPError | None = None
+        #: the gateway's latest refusal (a 4xx) on the current session
+        self._refused: MCPError | None = None
+
+    async def run(self, operation: Callable[[ClientSession], Awaitable[T]]) -> T:
+        """``operation`` on the session; once more on a new session when the gateway forgot
+        the old one (it answers 404 to a session it does not know: nothing ran)."""
+        session = await self._open()
+        try:
+            return await operation(session)
+        except MCPError as e:
+            if e.code != INVALID_REQUEST or e.message != _SESSION_GONE:
+                raise await self._explain(e) from None
+            log.info("the gateway at %s forgot this session (restarted?): opening a new one",
+                     self.target.shown)
+        await self._drop(session)
+        session = await self._open()
+        try:
+            return await operation(session)
+        except MCPError as e:
+            raise await self._explain(e) from None
+
+    async def close(self) -> None:
+        holder = self._holder
+        if holder is not None:
+            self._closing.set()
+            await asyncio.wait({holder}, timeout=5)
+            if not holder.done():
+                holder.cancel()
+                await asyncio.gather(holder, return_exceptions=True)
+
+    async def _open(self) -> ClientSession:
+        async with self._lock:
+            if self._session is not None:
+                return self._session
+            await self._end_holder()
+            self._closing = asyncio.Event()
+            self._failure = self._refused = None
+            ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+            self._holder = asyncio.create_task(self._hold(ready, self._closing),
+                                               name="toolmesh-mcp-upstream")
+            try:
+                return await asyncio.shield(ready)
+            except MCPError as e:
+                log.warning("%s", e.message)
+                raise
+
+    async def _drop(self, session: ClientSession) -> None:
+        async with self._lock:
+            if self._session is session:
+                self._session = None
+                await self._end_holder()
+
+    async def _end_holder(self) -> None:
+        holder = self._holder
+        if holder is not None and not holder.done():
+            self._closing.set()
+            await asyncio.wait({holder}, timeout=5)
+            if not holder.done():
+                holder.cancel()
+                await asyncio.gather(holder, return_exceptions=True)
+
+    async def _hold(self, ready: asyncio.Future[ClientSession], closing: asyncio.Event) -> None:
+        """Open the session, hand it over through ``ready``, and keep it until ``closing``."""
+        headers = {"Authorization": f"Bearer {self.target.token}"} if self.target.token else {}
+        # no read timeout: a call's answer and the stream of notifications may be silent for
+        # long; the bridge puts its own limits on the waits for answers
+        timeout = httpx2.Timeout(OPEN_TIMEOUT, read=None)
+        session: ClientSession | None = None
+        try:
+            async with httpx2.AsyncClient(headers=headers, timeout=timeout,
+                                          event_hooks={"response": [self._saw]}) as http, \
+                    streamable_http_client(self.target.url, http_client=http) as (read, write,
+                                                                                  *_), \
+                    ClientSession(read, write, message_handler=self._on_message) as session:
+                async with asyncio.timeout(OPEN_TIMEOUT):
+                    found = await session.initialize()
+                log.info("connected to the gateway at %s (%s %s, protocol %s)", self.target.shown,
+                         found.server_info.name, found.server_info.version,
+                         found.protocol_version)
+                self._session = session
+                ready.set_result(session)
+                await closing.wait()
+        except BaseException as e:  # noqa: BLE001 - told to the requests, not raised here
+            if isinstance(e, asyncio.CancelledError) and not ready.done():
+                ready.set_exception(bridge_error(
+                    f"the bridge stopped before the gateway at {self.target.shown} answered",
+                    "stopped"))
+                raise
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            failure = self._refused or explained(self.target, e)
+            self._failure = failure
+            if not ready.done():
+                ready.set_exception(failure)
+            else:
+                log.warning("the session with the gateway ended: %s", failure.message)
+        finally:
+            if self._session is session:
+                self._session = None
+
+    async def _explain(self, error: MCPError) -> MCPError:
+        """A gateway's MCP error as the client should see it: the gateway's own error as it
+        is; the transport's stand-ins (for an HTTP refusal, a broken connection) said
+        plainly."""
+        if error.code == INTERNAL_ERROR and error.message == _HTTP_ERROR and self._refused:
+            return self._refused
+        if error.code == CONNECTION_CLOSED:
+            holder = self._holder
+            if holder is not None:  # it is ending: it knows why
+                await asyncio.wait({holder}, timeout=5)
+            return self._failure or bridge_error(
+                f"the connection to the gateway at {self.target.shown} closed",
+                "gateway-closed")
+        return error
+
+    async def _saw(self, response: httpx2.Response) -> None:
+        """Every response of the gateway: remember a refusal, with the gateway's reason."""
+        status = response.status_code
+        if status not in (401, 403, 404):
+            return
+        if status == 404 and "mcp-session-id" in response.request.headers:
+            return  # a session the gateway forgot (a restart): run() opens a new one
+        detail = None
+        if status == 403:
+            try:
+                await response.aread()
+                detail = response.json().get("error", {}).get("message")
+            except Exception:  # noqa: BLE001 - no reason given: the status says enough
+                detail = None
+        self._refused = refusal(self.target, status, detail)
+
+    async def _on_message(self, message: object) -> None:
+        if isinstance(message, Exception):
+            log.debug("the gateway's stream: %r", message)
+            return
+        await self._on_notification(message)
+
+
+class StdioBridge:
+    """The MCP server on stdio that passes a client's tool requests to the gateway."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.upstream = Upstream(target, self._on_upstream)
+        self.server = Server(
+            "toolmesh", version=__version__,
+            instructions=f"The tools of toolmesh at {target.shown}.",
+            on_list_tools=self._list, on_call_tool=self._call)
+        #: the stdio client's session once it listed the tools (whom to tell they changed)
+        self._client: ServerSession | None = None
+        #: the tools the client was last given, to tell a real change from a repeated one
+        self._listed: list[dict[str, Any]] | None = None
+        self._changed = asyncio.Event()
+
+    async def serve_stdio(self) -> None:
+        """Serve the process's stdin and stdout until the client closes stdin."""
+        async with stdio_server() as (read, write):
+            await self.serve(read, write)
+
+    async def serve(self, read: Any, write: Any) -> None:
+        """Serve one client over the given streams (stdio's, or a test's)."""
+        options = self.server.create_initialization_options(
+            NotificationOptions(tools_changed=True))
+        watcher = asyncio.create_task(self._watch(), name="toolmesh-mcp-tools-changed")
+        try:
+            await self.server.run(read, write, options)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            await self.upstream.close()
+
+    async def _list(self, ctx: ServerRequestContext[Any, Any],
+                    params: mcp_types.PaginatedRequestParams | None) -> mcp_types.ListToolsResult:
+        self._client = ctx.session
+        result = await self.upstream.run(
+            lambda s: asyncio.wait_for(s.list_tools(params=params), LIST_TIMEOUT + MARGIN))
+        self._listed = _tools(result)
+        return result
+
+    async def _call(self, ctx: ServerRequestContext[Any, Any],
+                    params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
+        self._client = ctx.session
+        token = (ctx.meta or {}).get("progress_token")  # the SDK's mapping, Python's spelling
+        report: Callable[[float, float | None, str | None], Awaitable[None]] | None = None
+        if token is not None:
+            async def report(progress: float, total: float | None, message: str | None) -> None:
+                await ctx.session.send_progress_notification(
+                    token, progress, total, message, related_request_id=ctx.request_id)
+
+        return await self.upstream.run(lambda s: s.call_tool(
+            params.name, params.arguments, read_timeout_seconds=CALL_TIMEOUT + MARGIN,
+            progress_callback=report))
+
+    async def _on_upstream(self, message: object) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._changed.set()  # checked by _watch: not here, on the gateway's read path
+
+    async def _watch(self) -> None:
+        """Tell the client its tools changed, once a fresh list shows they did."""
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            client = self._client
+            if client is None:
+                continue  # it never listed them: nothing it knows is out of date
+            try:
+                fresh: list[dict[str, Any]] | None = _tools(await self.upstream.run(
+                    lambda s: asyncio.wait_for(s.list_tools(), LIST_TIMEOUT + MARGIN)))
+            except (MCPError, TimeoutError) as e:
+                log.warning("the gateway says the tools changed; listing them failed: %s", e)
+                fresh = None  # the client may fare better: tell it
+            if fresh is not None and fresh == self._listed:
+                log.debug("the gateway says the tools changed; the list is the same")
+                continue
+            log.info("the tools changed: telling the MCP client")
+            try:
+                await client.send_tool_list_changed()
+            except Exception as e:  # noqa: BLE001 - a client that went away: nothing to tell
+                log.debug("could not tell the client its tools changed: %r", e)
+
+
+def _tools(result: mcp_types.ListToolsResult) -> list[dict[str, Any]]:
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in result.tools]
+
+
+async def serve_stdio(target: Target) -> None:
+    """``toolmesh mcp serve --stdio``: the bridge on this process's stdin and stdout."""
+    log.info("serving MCP on stdio for %s", target.shown)
+    await StdioBridge(target).serve_stdio()
