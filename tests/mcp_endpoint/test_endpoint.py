@@ -174,3 +174,25 @@ async def test_a_streaming_services_pieces_come_as_progress_then_the_whole(
             quiet = await session.call_tool("spell", {"word": "mcp"})
     assert seen == list("toolmesh")
     assert spelled.content[0].text == "toolmesh" and quiet.content[0].text == "mcp"
+
+
+async def test_a_session_is_the_token_that_opened_it(tmp_path: Path) -> None:
+    from tests.gateway.test_scoped_tokens import ADMIN, create
+
+    async with toolmesh_serve(tmp_path, extra_env={"TOOLMESH_GATEWAY_TOKEN": ADMIN}) as served:
+        one = await create(served, "-w", "default", "-c", "tools:invoke")
+        other = await create(served, "-w", "default", "-c", "tools:invoke")
+        async with httpx2.AsyncClient(timeout=10) as http:
+            opened = await http.post(served.url + "mcp", json=INITIALIZE,
+                                     headers={**MCP_HEADERS, "Authorization": f"Bearer {one}"})
+            session = opened.headers["mcp-session-id"]
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            borrowed = await http.post(served.url + "mcp", json=listing, headers={
+                **MCP_HEADERS, "Authorization": f"Bearer {other}", "mcp-session-id": session,
+                "mcp-protocol-version": "2025-06-18"})
+            own = await http.post(served.url + "mcp", json=listing, headers={
+                **MCP_HEADERS, "Authorization": f"Bearer {one}", "mcp-session-id": session,
+                "mcp-protocol-version": "2025-06-18"})
+    assert opened.status_code == 200
+    assert borrowed.status_code in (403, 404) and "tell-joke" not in borrowed.text
+    assert own.status_code == 200
