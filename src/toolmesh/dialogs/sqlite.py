@@ -8,12 +8,23 @@ worker thread, the work goes to that thread, which waits up to ``busy_timeout`` 
 the lock; so the loop never waits on a lock. ``synchronous=NORMAL`` in WAL mode: a committed
 entry survives the process being killed (what the journal is for); a power cut may lose the
 last few, which then run again like calls that were in flight.
+
+Checkpoints — copying the WAL back into the database file, with an fsync of each — are not
+done by the commit that happens to cross SQLite's threshold (on the loop: milliseconds every
+hundred dialogs or so, more on a busy disk) but on a thread of their own, with a connection of
+their own, after about as many pages as SQLite's default (``wal_autocheckpoint``, 1000): a
+passive checkpoint first, which writers do not wait for; then a restart, which holds writers
+back while it copies the few pages committed meanwhile, so that the WAL starts again from its
+beginning instead of growing (a write that meets it waits for it without holding up the loop,
+then runs on the loop's thread). A commit is as durable as before: a checkpoint only moves
+what the WAL holds already.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +46,8 @@ from toolmesh.dialogs.journal import (
     check_limit,
 )
 from toolmesh.files import private_dir, private_file
+
+log = logging.getLogger("toolmesh.dialogs")
 
 
 def _json(value: Any) -> str:
@@ -87,6 +100,67 @@ class _Busy(Exception):
 
 #: finished dialogs between two retention sweeps (a sweep is a couple of indexed deletes)
 _SWEEP_EVERY = 100
+
+#: WAL pages written between two checkpoints (SQLite's own default threshold), counted as
+#: :data:`_PAGES_PER_WRITE` a write plus one per 4 KiB of its entries
+_CHECKPOINT_PAGES = 1000
+#: a write's pages besides its entries' text: the dialog's row, its id's index, the entries'
+#: leaf (and now and then a split), as measured on a growing journal
+_PAGES_PER_WRITE = 5
+#: how long the checkpoint's restart waits for a writer or a reader (holding writers back
+#: meanwhile) before giving up until more pages were written
+_RESTART_WAIT = 0.05
+
+
+def _insert_dialog(due: str) -> str:
+    return ("INSERT INTO toolmesh_dialogs (id, workspace, user, question, status, request,"
+            " steps, tool_calls, in_token, out_token, entries, started, updated, due)"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NOW}, {_NOW}, {due})"
+            " ON CONFLICT (id) DO NOTHING")
+
+
+_INSERT_DIALOG_DUE = _insert_dialog("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)")
+_INSERT_DIALOG_NO_DUE = _insert_dialog("NULL")
+
+_ENTRY_VALUES = f"(?, ?, {_NOW}, ?, ?)"
+#: entries written by one statement at most (one statement, cached, for each count up to it)
+_ENTRIES_AT_ONCE = 8
+_INSERT_ENTRIES = ["INSERT INTO toolmesh_dialog_entries (dialog, seq, at, kind, body) VALUES "
+                   + ", ".join([_ENTRY_VALUES] * n) for n in range(_ENTRIES_AT_ONCE + 1)]
+
+
+def _insert_entries(db: sqlite3.Connection, id: str, first: int,
+                    rows: list[tuple[str, str]]) -> None:
+    """Rows ``(kind, body)`` as entries ``first``, ``first + 1``, ... of dialog ``id``: one
+    statement for up to :data:`_ENTRIES_AT_ONCE` of them."""
+    for start in range(0, len(rows), _ENTRIES_AT_ONCE):
+        chunk = rows[start:start + _ENTRIES_AT_ONCE]
+        args: list[Any] = []
+        for seq, (kind, body) in enumerate(chunk, first + start):
+            args += (id, seq, kind, body)
+        db.execute(_INSERT_ENTRIES[len(chunk)], args)
+
+
+def _update_sql(steps: bool, tool_calls: bool, end: bool) -> str:
+    sets = [f"updated = {_NOW}", "entries = entries + ?"]
+    if steps:
+        sets.append("steps = ?")
+    if tool_calls:
+        sets.append("tool_calls = ?")
+    if end:
+        sets.append("status = ?, in_token = ?, out_token = ?")
+    return f"UPDATE toolmesh_dialogs SET {', '.join(sets)} WHERE id = ? RETURNING entries"
+
+
+#: the UPDATE of an append, by which of steps, tool_calls and the end it sets
+_UPDATE = {(a, b, c): _update_sql(a, b, c)
+           for a in (False, True) for b in (False, True) for c in (False, True)}
+
+
+def _pages(rows: list[tuple[str, str]], *texts: str) -> int:
+    """About how many WAL pages a write of ``rows`` (and ``texts``) adds."""
+    size = sum(len(body) for _, body in rows) + sum(len(t) for t in texts)
+    return _PAGES_PER_WRITE + (size >> 12)
 
 
 def _time(text: str | None) -> datetime | None:
@@ -144,6 +218,12 @@ class SQLiteDialogJournal:
         self._queued = 0
         #: the loop's own attempt is under way: a lock held elsewhere is "busy", not waited for
         self._impatient = False
+        #: WAL pages written (about: :func:`_pages`) since the last checkpoint began
+        self._unchecked = 0
+        #: the checkpoint under way, on its own thread and connection (module docstring)
+        self._checkpointer: ThreadPoolExecutor | None = None
+        self._checkpointing: asyncio.Future[bool] | None = None
+        self._checkpoint_db: sqlite3.Connection | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteDialogJournal({str(self.path)!r})"
@@ -176,6 +256,8 @@ class SQLiteDialogJournal:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
+            # checkpoints are the checkpoint thread's (module docstring)
+            db.execute("PRAGMA wal_autocheckpoint=0")
             db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
         except sqlite3.Error as e:
             db.close()
@@ -186,6 +268,14 @@ class SQLiteDialogJournal:
         executor, self._executor = self._executor, None
         if executor is None:
             return
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            if self._checkpointing is not None:
+                await asyncio.wait([self._checkpointing])
+            await asyncio.get_running_loop().run_in_executor(checkpointer,
+                                                             self._close_checkpoint_db)
+            checkpointer.shutdown(wait=True)
+        # the last connection to the file to close checkpoints the WAL and removes it
         await asyncio.get_running_loop().run_in_executor(executor, self._close_db)
         executor.shutdown(wait=True)
 
@@ -194,19 +284,76 @@ class SQLiteDialogJournal:
         if db is not None:
             db.close()
 
+    # --- checkpoints (module docstring) --------------------------------------------------
+
+    def _wrote(self, pages: int) -> None:
+        """A write of about ``pages`` WAL pages was committed: start a checkpoint when the WAL
+        holds enough of them and none is under way."""
+        self._unchecked += pages
+        if (self._unchecked < _CHECKPOINT_PAGES or self._checkpointing is not None
+                or self._executor is None):
+            return
+        self._unchecked = 0
+        if self._checkpointer is None:
+            self._checkpointer = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="toolmesh-dialogs-sqlite-checkpoint")
+        future = asyncio.get_running_loop().run_in_executor(self._checkpointer,
+                                                            self._checkpoint)
+        self._checkpointing = future
+        future.add_done_callback(self._checkpointed)
+
+    def _checkpointed(self, future: asyncio.Future[bool]) -> None:
+        self._checkpointing = None
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            log.warning("dialog journal at %s: checkpoint failed: %s", self.path, error)
+        if error is not None or not future.result():
+            # a reader kept the WAL from starting again: try again a little later
+            self._unchecked = max(self._unchecked, _CHECKPOINT_PAGES * 3 // 4)
+
+    def _checkpoint(self) -> bool:
+        """Copy the WAL into the database (on the checkpoint thread), then have it start again
+        from its beginning. ``False``: a reader or a writer held it up too long (another try
+        follows a little later)."""
+        db = self._checkpoint_db
+        if db is None:
+            db = self._checkpoint_db = sqlite3.connect(
+                self.path, isolation_level=None, timeout=_RESTART_WAIT, check_same_thread=False)
+            db.execute("PRAGMA synchronous=NORMAL")
+        # writers go on meanwhile: most of the work is done without holding them back
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        # the commits made meanwhile (a few pages), with writers held back (a write of the
+        # loop's waits for it, see _run): then the next commit starts the WAL again
+        busy, _, _ = db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        return not busy
+
+    def _close_checkpoint_db(self) -> None:
+        db, self._checkpoint_db = self._checkpoint_db, None
+        if db is not None:
+            db.close()
+
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``: at once if the connection is free and the lock to be had, else on
         the worker thread (module docstring)."""
         if self._executor is None:
             raise JournalError(f"the dialog journal at {self.path} is not open")
-        if self._queued == 0 and self._db is not None:
+        for _ in range(3):
+            if self._queued or self._db is None:
+                break
             self._impatient = True
             try:
                 return fn(*args)
             except _Busy:
-                pass  # the lock is held elsewhere: wait for it on the worker
+                pass  # the lock is held elsewhere
             finally:
                 self._impatient = False
+            if self._checkpointing is None:
+                break  # by someone else: wait for it on the worker
+            # by this journal's checkpoint, for the moment its restart takes: wait for it
+            # here, then try again
+            await asyncio.wait([self._checkpointing])
         self._queued += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(
@@ -296,13 +443,15 @@ class SQLiteDialogJournal:
                          end: tuple[str, int | None, int | None] | None = None) -> bool:
         check_entries(entries)
         rows = [(kind, _json(body)) for kind, body in entries]
+        text = _json(request)
         sweep = False
         if end is not None:
             self._finished += 1
             sweep = self._finished % _SWEEP_EVERY == 1
-        return await self._run(self._write, self._begin_with, id, workspace, user, question,
-                               _json(request), timeout, rows, steps,
-                               tool_calls, end, sweep)
+        begun = await self._run(self._write, self._begin_with, id, workspace, user, question,
+                                text, timeout, rows, steps, tool_calls, end, sweep)
+        self._wrote(_pages(rows, text))
+        return begun
 
     def _begin_with(self, db: sqlite3.Connection, id: str, workspace: str, user: str,
                     question: str, request: str, timeout: float | None,
@@ -314,10 +463,7 @@ class SQLiteDialogJournal:
                             status=status, steps=steps or 0, tool_calls=tool_calls or 0,
                             in_token=in_token, out_token=out_token, entries=len(rows)):
             return False
-        db.executemany(
-            f"INSERT INTO toolmesh_dialog_entries (dialog, seq, at, kind, body)"
-            f" VALUES (?, ?, {_NOW}, ?, ?)",
-            [(id, i, kind, body) for i, (kind, body) in enumerate(rows, 1)])
+        _insert_entries(db, id, 1, rows)
         if sweep:
             self._sweep(db)
         return True
@@ -327,22 +473,18 @@ class SQLiteDialogJournal:
                 request: str, timeout: float | None, *, status: str = RUNNING,
                 steps: int = 0, tool_calls: int = 0, in_token: int | None = None,
                 out_token: int | None = None, entries: int = 0) -> bool:
-        due = "NULL" if timeout is None else "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)"
-        args: list[Any] = [id, workspace, user, question, status, request, steps, tool_calls,
-                           in_token, out_token, entries]
-        if timeout is not None:
-            args.append(f"+{timeout:.3f} seconds")
-        return bool(db.execute(
-            f"INSERT INTO toolmesh_dialogs (id, workspace, user, question, status, request,"
-            f" steps, tool_calls, in_token, out_token, entries, started, updated, due)"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NOW}, {_NOW}, {due})"
-            " ON CONFLICT (id) DO NOTHING", args).rowcount)
+        args: tuple[Any, ...] = (id, workspace, user, question, status, request, steps,
+                                 tool_calls, in_token, out_token, entries)
+        if timeout is None:
+            return db.execute(_INSERT_DIALOG_NO_DUE, args).rowcount > 0
+        return db.execute(_INSERT_DIALOG_DUE, (*args, f"+{timeout:.3f} seconds")).rowcount > 0
 
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
                      steps: int | None = None, tool_calls: int | None = None) -> None:
         check_entries(entries)
         rows = [(kind, _json(body)) for kind, body in entries]
         await self._run(self._write, self._append, id, rows, steps, tool_calls, None)
+        self._wrote(_pages(rows))
 
     async def finish(self, id: str, *, status: str,
                      entries: Sequence[tuple[str, dict[str, Any]]] = (),
@@ -354,6 +496,7 @@ class SQLiteDialogJournal:
         sweep = self._finished % _SWEEP_EVERY == 1
         await self._run(self._write, self._finish, id, rows, steps, tool_calls,
                         (status, in_token, out_token), sweep)
+        self._wrote(_pages(rows))
 
     def _finish(self, db: sqlite3.Connection, id: str, rows: list[tuple[str, str]],
                 steps: int | None, tool_calls: int | None,
@@ -366,24 +509,19 @@ class SQLiteDialogJournal:
     def _append(db: sqlite3.Connection, id: str, rows: list[tuple[str, str]],
                 steps: int | None, tool_calls: int | None,
                 end: tuple[str, int | None, int | None] | None) -> None:
-        sets = [f"updated = {_NOW}", "entries = entries + ?"]
         args: list[Any] = [len(rows)]
-        for column, value in (("steps", steps), ("tool_calls", tool_calls)):
-            if value is not None:
-                sets.append(f"{column} = ?")
-                args.append(value)
+        if steps is not None:
+            args.append(steps)
+        if tool_calls is not None:
+            args.append(tool_calls)
         if end is not None:
-            sets.append("status = ?, in_token = ?, out_token = ?")
             args.extend(end)
-        row = db.execute(f"UPDATE toolmesh_dialogs SET {', '.join(sets)} WHERE id = ?"
-                         " RETURNING entries", [*args, id]).fetchone()
+        args.append(id)
+        row = db.execute(_UPDATE[steps is not None, tool_calls is not None, end is not None],
+                         args).fetchone()
         if row is None:
             raise sqlite3.IntegrityError(f"no dialog {id!r} to append to")
-        first = row[0] - len(rows)
-        db.executemany(
-            f"INSERT INTO toolmesh_dialog_entries (dialog, seq, at, kind, body)"
-            f" VALUES (?, ?, {_NOW}, ?, ?)",
-            [(id, first + i, kind, body) for i, (kind, body) in enumerate(rows, 1)])
+        _insert_entries(db, id, row[0] - len(rows) + 1, rows)
 
     def _sweep(self, db: sqlite3.Connection) -> None:
         """Drop finished dialogs beyond the newest ``keep`` and older than ``max_age_days``."""
