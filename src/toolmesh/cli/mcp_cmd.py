@@ -1,5 +1,6 @@
 """``toolmesh mcp set|show|delete|invoke``: MCP server entries (config type ``mcp``) and
-direct calls of an MCP tool through the gateway's ``mcp-tool`` service.
+direct calls of an MCP tool through the gateway's ``mcp-tool`` service; ``toolmesh mcp serve
+--stdio``: the gateway's ``/mcp`` on stdin and stdout, for MCP clients that start a command.
 
 The helpers here (building an ``mcp`` item, masking it for display, parsing parameters,
 calling the service) are shared with the ``tg-*-mcp-tool`` scripts in :mod:`tg_tools`.
@@ -23,6 +24,7 @@ from toolmesh.cli.http import (
     default_url,
     json_flag,
 )
+from toolmesh.cli.options import add_log_level
 from toolmesh.cli.output import Cell, print_json, print_table
 from toolmesh.cli.socket import frames, gateway_socket
 from toolmesh.cli.tool_service_cmd import positive_seconds
@@ -34,7 +36,8 @@ MASK = "***"
 
 
 def add_parser(commands: Any) -> None:
-    p = commands.add_parser("mcp", help="configure MCP servers' tools and call them directly")
+    p = commands.add_parser("mcp", help="configure MCP servers' tools, call them directly, "
+                                        "and serve the workspace's tools over stdio")
     sub = p.add_subparsers(dest="mcp_command", required=True, metavar="COMMAND")
 
     set_ = sub.add_parser(
@@ -73,6 +76,51 @@ def add_parser(commands: Any) -> None:
         config_cmd.add_gateway_flags(sp)
     for sp in (set_, show, rm, invoke):
         sp.set_defaults(run=run, sync=True)
+    add_serve_parser(sub)
+
+
+def add_serve_parser(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve", help="serve the workspace's tools to an MCP client on stdin/stdout",
+        description="An MCP server on stdin and stdout for clients that start a command "
+                    "(desktop assistants, IDEs): it lists and calls the tools the gateway "
+                    "serves at /mcp (or /mcp/WORKSPACE with -w). Clients that take a URL "
+                    "can use the gateway's /mcp directly. Logs go to stderr.")
+    serve.add_argument("--stdio", action="store_true", required=True,
+                       help="speak MCP on stdin and stdout (the only way here; over HTTP, "
+                            "the gateway serves /mcp itself)")
+    serve.add_argument("-u", "--url", default=None,
+                       help="gateway URL (env TOOLMESH_URL; default http://localhost:8888/)")
+    token = serve.add_mutually_exclusive_group()
+    token.add_argument("-t", "--token", default=None,
+                       help="bearer token (visible in the process list: prefer env "
+                            "TOOLMESH_TOKEN or --token-file)")
+    token.add_argument("--token-file", metavar="PATH",
+                       help="read the bearer token from this file")
+    serve.add_argument("-w", "--workspace", default=None,
+                       help="workspace (default: the token's first; 'default' without one)")
+    add_log_level(serve)
+    serve.set_defaults(run=run_serve, sync=False)
+
+
+async def run_serve(args: argparse.Namespace) -> int:
+    """``toolmesh mcp serve --stdio``: until the client closes stdin."""
+    from toolmesh.logs import configure_logging, register_secret
+
+    configure_logging(args.log_level)
+    if args.token:
+        print("toolmesh: warning: -t/--token is visible to other users of this machine in the "
+              "process list; prefer TOOLMESH_TOKEN (the MCP client's \"env\") or --token-file "
+              "PATH", file=sys.stderr)
+    token = args.token or (read_secret_file(args.token_file, "--token-file")
+                           if args.token_file else default_token())
+    register_secret(token)
+    # here: the MCP SDK's server and client take a moment to import; other commands do without
+    from toolmesh.mcp_endpoint.stdio_bridge import Target, serve_stdio
+
+    await serve_stdio(Target.of(args.url or default_url(), workspace=args.workspace,
+                                token=token))
+    return 0
 
 
 def add_server_flags(p: argparse.ArgumentParser) -> None:
@@ -103,14 +151,15 @@ def add_parameter_flags(p: argparse.ArgumentParser) -> None:
                         "added to -P)")
 
 
-def read_secret_file(path: str) -> str:
-    """The token in the file at ``path``, surrounding whitespace removed."""
+def read_secret_file(path: str, flag: str = "--auth-token-file") -> str:
+    """The token in the file at ``path`` (given with ``flag``), surrounding whitespace
+    removed."""
     try:
         text = Path(path).expanduser().read_text().strip()
     except OSError as e:
-        raise CliError(f"cannot read --auth-token-file {path!r}: {e.strerror or e}") from None
+        raise CliError(f"cannot read {flag} {path!r}: {e.strerror or e}") from None
     if not text:
-        raise CliError(f"--auth-token-file {path!r} is empty")
+        raise CliError(f"{flag} {path!r} is empty")
     return text
 
 

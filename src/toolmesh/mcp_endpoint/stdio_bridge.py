@@ -9,7 +9,8 @@ serves, checked by the gateway as every other caller is:
 * ``tools/list`` and ``tools/call`` are passed on as they are, a call's progress too when the
   client asked for it (a ``progressToken``);
 * the gateway's ``notifications/tools/list_changed`` is checked against a fresh list, and
-  passed on when the tools the client last listed did change;
+  passed on when the tools did change (a config change that leaves them as they were is
+  not);
 * a gateway that cannot be reached, refuses the token (401) or the workspace (403) is an MCP
   error that says so and what to check; a tool's own failure stays a result with ``isError``.
 
@@ -37,7 +38,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 
 from toolmesh import __version__
 from toolmesh.cli.http import gateway_unreachable
@@ -56,7 +57,6 @@ OPEN_TIMEOUT = 30.0
 #: what the SDK's streamable-HTTP client reports for an HTTP error whose body is not JSON-RPC
 #: (the gateway's own refusals): the status the response hook saw says more
 _HTTP_ERROR = "Server returned an error response"
-_SESSION_GONE = "Session terminated"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +156,8 @@ class Upstream:
         self._failure: MCPError | None = None
         #: the gateway's latest refusal (a 4xx) on the current session
         self._refused: MCPError | None = None
+        #: whether the gateway answered 404 to the current session's id: it does not know it
+        self._forgotten = False
 
     async def run(self, operation: Callable[[ClientSession], Awaitable[T]]) -> T:
         """``operation`` on the session; once more on a new session when the gateway forgot
@@ -164,7 +166,7 @@ class Upstream:
         try:
             return await operation(session)
         except MCPError as e:
-            if e.code != INVALID_REQUEST or e.message != _SESSION_GONE:
+            if not self._forgotten:
                 raise await self._explain(e) from None
             log.info("the gateway at %s forgot this session (restarted?): opening a new one",
                      self.target.shown)
@@ -176,13 +178,8 @@ class Upstream:
             raise await self._explain(e) from None
 
     async def close(self) -> None:
-        holder = self._holder
-        if holder is not None:
-            self._closing.set()
-            await asyncio.wait({holder}, timeout=5)
-            if not holder.done():
-                holder.cancel()
-                await asyncio.gather(holder, return_exceptions=True)
+        """End the session (the gateway is told: the transport deletes it)."""
+        await self._end_holder()
 
     async def _open(self) -> ClientSession:
         async with self._lock:
@@ -191,6 +188,7 @@ class Upstream:
             await self._end_holder()
             self._closing = asyncio.Event()
             self._failure = self._refused = None
+            self._forgotten = False
             ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
             self._holder = asyncio.create_task(self._hold(ready, self._closing),
                                                name="toolmesh-mcp-upstream")
@@ -227,7 +225,8 @@ class Upstream:
                                           event_hooks={"response": [self._saw]}) as http, \
                     streamable_http_client(self.target.url, http_client=http) as (read, write,
                                                                                   *_), \
-                    ClientSession(read, write, message_handler=self._on_message) as session:
+                    ClientSession(read, write, read_timeout_seconds=LIST_TIMEOUT + MARGIN,
+                                  message_handler=self._on_message) as session:
                 async with asyncio.timeout(OPEN_TIMEOUT):
                     found = await session.initialize()
                 log.info("connected to the gateway at %s (%s %s, protocol %s)", self.target.shown,
@@ -236,20 +235,19 @@ class Upstream:
                 self._session = session
                 ready.set_result(session)
                 await closing.wait()
-        except BaseException as e:  # noqa: BLE001 - told to the requests, not raised here
-            if isinstance(e, asyncio.CancelledError) and not ready.done():
-                ready.set_exception(bridge_error(
-                    f"the bridge stopped before the gateway at {self.target.shown} answered",
-                    "stopped"))
-                raise
-            if isinstance(e, asyncio.CancelledError):
-                raise
-            failure = self._refused or explained(self.target, e)
-            self._failure = failure
+        except BaseException as e:  # told to the requests; raised only when the bridge stops
+            stopping = not isinstance(e, Exception)  # cancelled (or interrupted)
+            failure = bridge_error(f"the bridge stopped before the gateway at "
+                                   f"{self.target.shown} answered", "stopped") if stopping \
+                else self._refused or explained(self.target, e)
+            if not stopping:
+                self._failure = failure
             if not ready.done():
                 ready.set_exception(failure)
-            else:
+            elif not stopping:
                 log.warning("the session with the gateway ended: %s", failure.message)
+            if stopping:
+                raise
         finally:
             if self._session is session:
                 self._session = None
@@ -275,7 +273,8 @@ class Upstream:
         if status not in (401, 403, 404):
             return
         if status == 404 and "mcp-session-id" in response.request.headers:
-            return  # a session the gateway forgot (a restart): run() opens a new one
+            self._forgotten = True  # it restarted, say: run() opens a new session
+            return
         detail = None
         if status == 403:
             try:
@@ -304,7 +303,8 @@ class StdioBridge:
             on_list_tools=self._list, on_call_tool=self._call)
         #: the stdio client's session once it listed the tools (whom to tell they changed)
         self._client: ServerSession | None = None
-        #: the tools the client was last given, to tell a real change from a repeated one
+        #: the newest list the bridge saw (given to the client, or listed on the gateway's
+        #: word that the tools changed): a change that leaves it as it was is not passed on
         self._listed: list[dict[str, Any]] | None = None
         self._changed = asyncio.Event()
 
@@ -328,8 +328,7 @@ class StdioBridge:
     async def _list(self, ctx: ServerRequestContext[Any, Any],
                     params: mcp_types.PaginatedRequestParams | None) -> mcp_types.ListToolsResult:
         self._client = ctx.session
-        result = await self.upstream.run(
-            lambda s: asyncio.wait_for(s.list_tools(params=params), LIST_TIMEOUT + MARGIN))
+        result = await self.upstream.run(lambda s: s.list_tools(params=params))
         self._listed = _tools(result)
         return result
 
@@ -360,14 +359,16 @@ class StdioBridge:
             if client is None:
                 continue  # it never listed them: nothing it knows is out of date
             try:
-                fresh: list[dict[str, Any]] | None = _tools(await self.upstream.run(
-                    lambda s: asyncio.wait_for(s.list_tools(), LIST_TIMEOUT + MARGIN)))
-            except (MCPError, TimeoutError) as e:
+                fresh: list[dict[str, Any]] | None = _tools(
+                    await self.upstream.run(lambda s: s.list_tools()))
+            except MCPError as e:
                 log.warning("the gateway says the tools changed; listing them failed: %s", e)
                 fresh = None  # the client may fare better: tell it
             if fresh is not None and fresh == self._listed:
                 log.debug("the gateway says the tools changed; the list is the same")
                 continue
+            if fresh is not None:
+                self._listed = fresh
             log.info("the tools changed: telling the MCP client")
             try:
                 await client.send_tool_list_changed()
