@@ -74,7 +74,8 @@ async def test_trustgraph_cli_works_with_a_scoped_token(tg_bin: Path, tmp_path: 
     assert rows["id"].strip() == token_id(agent)
     assert rows["name"].strip() == "chat" and rows["workspace"].strip() == "ws2"
     assert rows["roles"].strip() == "agent" and rows["enabled"].strip() == "yes"
-    assert "admin, agent, config:read, config:write, metrics:read, tools:invoke" in admin_whoami
+    assert ("admin, agent, approve, config:read, config:write, metrics:read, tools:invoke"
+            in admin_whoami)
     assert "| ws2 " in listed and "Exception" not in listed, listed
     assert "Exception" in not_admin and "403" in not_admin
     assert "| ws2 " in mine and "Exception" not in mine, mine

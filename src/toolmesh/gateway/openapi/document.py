@@ -375,6 +375,22 @@ def _page_redirect(operation: str, summary: str) -> dict[str, Any]:
                           **_errors(ANY_ROUTE)}}
 
 
+#: what /mcp answers: MCP's streamable HTTP (JSON-RPC bodies, or the gateway's own refusals)
+MCP_RESPONSES = {status: {"description": what} for status, what in (
+    ("200", "MCP's answer: a JSON-RPC response, or an SSE stream of them"),
+    ("202", "a notification or response from the client, accepted"),
+    ("400", "not MCP: no session id where one is needed, a malformed JSON-RPC message"),
+    ("401", "no valid bearer token: WWW-Authenticate names the resource metadata"),
+    ("403", "an origin or host the gateway refuses, or a workspace the token may not use"),
+    ("404", "a session the server does not know (it ended, or the gateway restarted)"),
+    ("405", "a method MCP does not serve here"),
+    ("406", "an Accept header without application/json and text/event-stream"),
+    ("413", "a body larger than the gateway takes"),
+    ("415", "a POST body that is not application/json"),
+    ("500", "an error of the gateway"),
+    ("503", "the endpoint is not started, or too many sessions"))}
+
+
 def _mcp_paths() -> dict[str, Any]:
     """``/mcp``: MCP's streamable HTTP, not a JSON API of its own (docs/mcp-server.md)."""
     what = ("MCP over streamable HTTP (the Model Context Protocol; any MCP client): "
@@ -392,9 +408,7 @@ def _mcp_paths() -> dict[str, Any]:
             "operationId": f"mcp-{method}{'-workspace' if parameters else ''}",
             "summary": f"The MCP server of {where} ({method.upper()})", "tags": ["mcp"],
             "description": what, "parameters": parameters,
-            "responses": {"200": {"description": "MCP's answer (JSON-RPC, or an SSE "
-                                                 "stream)"},
-                          **_errors(ANY_ROUTE)}} for method in ("get", "post", "delete")}
+            "responses": MCP_RESPONSES} for method in ("get", "post", "delete")}
     for path in ("/.well-known/oauth-protected-resource",
                  "/.well-known/oauth-protected-resource/mcp"):
         paths[path] = {"get": {
