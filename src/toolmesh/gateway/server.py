@@ -24,7 +24,7 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -64,7 +64,7 @@ from toolmesh.gateway.socket_host import Send
 from toolmesh.gateway.tokens import IamService, TokenRegistry, TokenService
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
 from toolmesh.logs import register_secret
-from toolmesh.mcp_endpoint.endpoint import McpEndpoint
+from toolmesh.mcp_endpoint.metadata import resource_metadata
 from toolmesh.rpc import deadline
 from toolmesh.rpc.backoff import pauses
 from toolmesh.schema.agent import is_final as agent_is_final
@@ -73,6 +73,9 @@ from toolmesh.telemetry import metrics, tracing
 from toolmesh.telemetry.exposition import PATH as METRICS_PATH
 from toolmesh.telemetry.exposition import metrics_handler
 from toolmesh.web import WORKBENCH_PATH, add_workbench
+
+if TYPE_CHECKING:
+    from toolmesh.mcp_endpoint.endpoint import McpEndpoint
 
 log = logging.getLogger("toolmesh.gateway")
 
@@ -204,8 +207,12 @@ class Gateway:
         self._sessions: set[SocketSession] = set()
         self._grace_until = 0.0
         self.url = ""
-        #: the workspaces' tools for MCP clients, at /mcp (docs/mcp-server.md)
-        self.mcp = McpEndpoint(bus, max_body=options.bounds.max_body)
+        #: the workspaces' tools for MCP clients, at /mcp (docs/mcp-server.md): started by
+        #: the first request there (the MCP SDK's server takes ~0.6 s to load; a gateway no
+        #: MCP client uses does not pay it)
+        self.mcp: McpEndpoint | None = None
+        self._mcp_starting = asyncio.Lock()
+        self._mcp_closed = False
 
     def add(self, endpoint: Endpoint) -> None:
         """Make ``endpoint`` reachable by its name (replacing one of the same name)."""
@@ -225,12 +232,13 @@ class Gateway:
                 app.router.add_route(method, path, self._mcp)
         for path in ("/.well-known/oauth-protected-resource",
                      "/.well-known/oauth-protected-resource/mcp"):
-            app.router.add_get(path, self.mcp.resource_metadata)
+            app.router.add_get(path, resource_metadata)
         if self.options.workbench:
             add_workbench(app)
         return app
 
     async def start(self) -> None:
+        self._mcp_closed = False
         self._grace_until = asyncio.get_running_loop().time() + self.options.startup_grace
         quiet_malformed_requests()
         pin_mmap_threshold()  # large bodies' memory goes back to the system once freed
@@ -239,7 +247,6 @@ class Gateway:
         await self.flows.start()
         for endpoint in self.endpoints.values():
             await endpoint.start()
-        await self.mcp.start()
         # On stop, requests still waiting (a long dialog, a call whose service is gone) get
         # a few seconds, then are cancelled; aiohttp's default would hold the exit for 60 s.
         # keepalive_timeout: aiohttp closes a connection that has not completed a request in
@@ -275,12 +282,18 @@ class Gateway:
         # WebSocket requests in flight get the drain time as REST ones do (the services'
         # answers, or their service-stopping errors, still reach the clients), then an error
         # frame each; meanwhile the runner stops listening and waits for REST handlers.
+        # MCP sessions end first: their SSE streams are requests in flight that end only with
+        # them, and the runner would wait its shutdown timeout for each
+        async with self._mcp_starting:
+            self._mcp_closed = True
+            if self.mcp is not None:
+                await self.mcp.stop()
+                self.mcp = None
         drains = [session.drain(self.options.shutdown_timeout + STOP_MARGIN)
                   for session in list(self._sessions)]
         cleanup = [self._runner.cleanup()] if self._runner is not None else []
         await asyncio.gather(*drains, *cleanup)
         self._runner = None
-        await self.mcp.stop()
         for endpoint in self.endpoints.values():
             await endpoint.stop()
         await self.flows.stop()
@@ -297,6 +310,16 @@ class Gateway:
     # -- REST ---------------------------------------------------------------------------
 
     async def _mcp(self, request: web.Request) -> web.StreamResponse:
+        async with self._mcp_starting:
+            if self._mcp_closed:
+                return web.json_response({"error": {"type": "service-unavailable", "message":
+                                                    "the gateway is stopping"}}, status=503)
+            if self.mcp is None:
+                from toolmesh.mcp_endpoint.endpoint import McpEndpoint
+
+                endpoint = McpEndpoint(self.bus, max_body=self.options.bounds.max_body)
+                await endpoint.start()
+                self.mcp = endpoint
         return await self.mcp.handle(request, request[IDENTITY])
 
     async def _health(self, request: web.Request) -> web.Response:

@@ -102,7 +102,7 @@ class McpEndpoint:
         #: workspace -> the newest config version a push named for its tools
         self._versions: dict[str, int] = {}
         # the announced tool services, to tell sessions when they come and go
-        self._registry = Registry(bus, on_change=self.tools_changed,
+        self._registry = Registry(bus, on_change=self.tools_changed, quiet=True,
                                   **(announcement_queues or {}))
         self._rpc = RequestClient(
             bus, request_queue=TOOL_CALLS_REQUEST_QUEUE.replace(":default", f":{flow}"),
@@ -179,17 +179,6 @@ class McpEndpoint:
                                      status=503)
         return await serve(self.manager.handle_request, request,
                            extra={CALLER: Caller(identity, workspace), "user": user})
-
-    async def resource_metadata(self, request: web.Request) -> web.Response:
-        """The OAuth protected-resource metadata of ``/mcp`` (RFC 9728): what an MCP client
-        reads to learn how to authenticate. toolmesh's tokens are bearer tokens an admin
-        issues (``toolmesh token create``), not OAuth grants: no authorization server is
-        named, and a client is given its token by its user."""
-        origin = str(request.url.origin())
-        return web.json_response({
-            "resource": f"{origin}/mcp", "resource_name": "toolmesh",
-            "authorization_servers": [], "bearer_methods_supported": ["header"],
-            "scopes_supported": ["tools:invoke"]})
 
     async def tools_changed(self, workspace: str) -> None:
         """Tell the sessions of ``workspace`` that its tools changed."""
