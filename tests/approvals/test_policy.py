@@ -62,7 +62,7 @@ async def test_the_mcp_items_policy_overrides_the_annotations_and_the_tools_over
         backend: Backend, tmp_path: Path) -> None:
     llm = ScriptedLLM(rules=[FINISH], default='Thought: go\nAction: go\nArgs: {"path": "b"}')
     async with running_server() as server, \
-            agent_stack(backend, tmp_path, llm, joke=False) as s:
+            agent_stack(backend, tmp_path, llm, joke=False) as s, approvals(s) as client:
         patient(s)
         # the server says remove is destructive; its item says never ask
         await s.put({("mcp", "files"): {"url": server.url, "remote-name": "remove",
@@ -77,7 +77,9 @@ async def test_the_mcp_items_policy_overrides_the_annotations_and_the_tools_over
         await s.put({("tool", "go"): tool("go", "files")})  # the item's "always" decides
         dialog = Dialog(s, "go")
         request = await dialog.request()
-        dialog.task.cancel()
+        await client.request({"operation": "deny", "dialog": request["dialog"],
+                              "call": request["call"]}, timeout=10)
+        await dialog.end()
     assert observations(unasked) == ["removed b"]
     assert observations(still_unasked) == ["b looks fine"]
     assert request["tool"] == "go"

@@ -197,6 +197,10 @@ async def test_a_token_without_approve_sees_the_card_but_cannot_answer(
     waiting = await workbench.post("api/v1/flow/default/service/approvals", {"operation": "list"})
     assert [r["tool"] for r in waiting["approvals"]] == ["tell-joke"]
     assert len(workbench.llm.requests) == 1
+    # answered by someone who may, so the dialog does not hold the server's stop
+    [request] = waiting["approvals"]
+    await workbench.post("api/v1/flow/default/service/approvals", {
+        "operation": "deny", "dialog": request["dialog"], "call": request["call"]})
 
 # -- an MCP server's questions ------------------------------------------------------------------
 
