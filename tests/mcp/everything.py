@@ -64,32 +64,37 @@ def package_dir(root: Path = CACHE) -> Path:
 
 
 def install(root: Path = CACHE) -> Path:
-    """The installed package's directory; runs ``npm install`` first if it is not there.
+    """The installed package's directory; installed first if it is not there
+    (:func:`npm_install`)."""
+    npm_install(root, f"{PACKAGE}@{VERSION}",
+                marker=Path("node_modules", ".bin", "mcp-server-everything"))
+    return package_dir(root)
 
-    npm installs into a scratch directory that is renamed into place when complete, under a
-    file lock: an interrupted install leaves nothing half-made, and two test runs starting
-    at once install it once."""
-    if (root / "node_modules" / ".bin" / "mcp-server-everything").exists():
-        return package_dir(root)
+
+def npm_install(root: Path, spec: str, *, marker: Path) -> None:
+    """``npm install spec`` into ``root`` unless ``root / marker`` is there: into a scratch
+    directory renamed into place when complete, under a file lock — an interrupted install
+    leaves nothing half-made, and two test runs starting at once install it once."""
+    if (root / marker).exists():
+        return
     npm = executable("npm")
     executable("node")
     root.parent.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f"{root.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / "node_modules" / ".bin" / "mcp-server-everything").exists():
-            scratch = root.with_name(f"{root.name}.partial")
-            shutil.rmtree(scratch, ignore_errors=True)
-            shutil.rmtree(root, ignore_errors=True)
-            done = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--save-exact",
-                 "--prefix", str(scratch), f"{PACKAGE}@{VERSION}"],
-                check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                timeout=600)
-            if done.returncode != 0:
-                raise RuntimeError(f"npm install {PACKAGE}@{VERSION} failed "
-                                   f"({done.returncode}):\n{done.stdout}{done.stderr}")
-            scratch.rename(root)
-    return package_dir(root)
+        if (root / marker).exists():
+            return
+        scratch = root.with_name(f"{root.name}.partial")
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--save-exact", "--prefix",
+             str(scratch), spec], check=False, stdin=subprocess.DEVNULL, capture_output=True,
+            text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"npm install {spec} failed ({done.returncode}):\n"
+                               f"{done.stdout}{done.stderr}")
+        scratch.rename(root)
 
 
 def entry(root: Path = CACHE) -> Path:

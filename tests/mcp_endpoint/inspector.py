@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import fcntl
 import json
 import os
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.mcp.everything import executable
+from tests.mcp.everything import executable, npm_install
 
 PACKAGE = "@modelcontextprotocol/inspector"
 VERSION = "2.12.0"
@@ -36,31 +33,8 @@ LAUNCHER = Path("node_modules", "@modelcontextprotocol", "inspector", "clients",
 
 
 def install(root: Path = CACHE) -> Path:
-    """The launcher script; runs ``npm install`` first if it is not there.
-
-    npm installs into a scratch directory that is renamed into place when complete, under a
-    file lock: an interrupted install leaves nothing half-made, and two test runs starting
-    at once install it once."""
-    if (root / LAUNCHER).exists():
-        return root / LAUNCHER
-    npm = executable("npm")
-    executable("node")
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f"{root.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / LAUNCHER).exists():
-            scratch = root.with_name(f"{root.name}.partial")
-            shutil.rmtree(scratch, ignore_errors=True)
-            shutil.rmtree(root, ignore_errors=True)
-            done = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--save-exact",
-                 "--prefix", str(scratch), f"{PACKAGE}@{VERSION}"],
-                check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                timeout=600)
-            if done.returncode != 0:
-                raise RuntimeError(f"npm install {PACKAGE}@{VERSION} failed "
-                                   f"({done.returncode}):\n{done.stdout}{done.stderr}")
-            scratch.rename(root)
+    """The launcher script; installed first if it is not there (:func:`npm_install`)."""
+    npm_install(root, f"{PACKAGE}@{VERSION}", marker=LAUNCHER)
     return root / LAUNCHER
 
 
