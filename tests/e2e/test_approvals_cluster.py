@@ -17,7 +17,7 @@ import pytest
 
 from tests.e2e.cluster import cluster
 from tests.e2e.test_distributed import POSTGRES, Broker, ask, rabbitmq_vhost  # noqa: F401
-from tests.e2e.test_durable_dialogs import respond
+from tests.e2e.test_durable_dialogs import mailer_deployment, respond
 from tests.llm.openai_server import OpenAITestServer
 
 DIALOGS = 4
@@ -52,19 +52,9 @@ async def test_answers_reach_the_replica_that_runs_the_dialog_even_after_a_kill(
         async with OpenAITestServer(respond=respond) as llm, cluster() as c, \
                 aiohttp.ClientSession() as http:
             agent = ["run", "agent", "--dialogs", store, "--approval", "always"]
-            await asyncio.gather(
-                c.toolmesh("config", "run", "config", "--config-store", store, "--bus", bus(1)),
-                c.toolmesh("gateway", "run", "gateway", "--port", "0", "--bus", bus(2)),
-                c.toolmesh("prompt", "run", "prompt", "--bus", bus(3)),
-                c.toolmesh("text-completion", "run", "text-completion", "--llm", llm.base_url,
-                           "--model", "scripted", "--tool-calling", "react", "--bus", bus(4)),
-                c.toolmesh("agent-1", *agent, "--bus", bus(5)),
-                c.toolmesh("agent-2", *agent, "--bus", bus(6)),
-                c.toolmesh("mailer", "run", "tests.dialogs.services.mailer:Mailer",
-                           "--bus", bus(7), extra_env=mailer_env))
-            gateway = (await c.procs["gateway"].wait_for(r"gateway listening on (\S+)")).group(1)
-            for name in ("agent-1", "agent-2"):
-                await c.procs[name].wait_for(r"tools of workspace 'default': .*send")
+            gateway = await mailer_deployment(c, bus, store=store, llm=llm.base_url,
+                                              agents={"agent-1": agent, "agent-2": agent},
+                                              mailer_env=mailer_env)
 
             # round one: both replicas run dialogs and both take answers
             first = [asyncio.ensure_future(ask(http, gateway, f"mail a{i}", timeout=90))

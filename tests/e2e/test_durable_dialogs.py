@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
 import asyncpg
 import pytest
 
-from tests.e2e.cluster import cluster
+from tests.e2e.cluster import Cluster, cluster
 from tests.e2e.test_distributed import POSTGRES, Broker, ask, rabbitmq_vhost  # noqa: F401
 from tests.llm.openai_server import Answer, OpenAITestServer, ReceivedRequest
 
@@ -36,6 +37,28 @@ def respond(request: ReceivedRequest) -> Answer:
     return Answer(text=f'Thought: send it\nAction: send\nArgs: {{"to": "{m.group(1)}"}}')
 
 
+async def mailer_deployment(c: Cluster, bus: Callable[[int], str], *, store: str, llm: str,
+                            agents: dict[str, list[str]], mailer_env: dict[str, str]) -> str:
+    """Start config (its store and the journal: ``store``), gateway, prompt, text-completion
+    (the scripted model at ``llm``), the ``agents`` (name -> their ``run agent`` command) and
+    the mailer, each its own process on its own connection; the gateway's URL, once every
+    agent offers ``send``."""
+    await asyncio.gather(
+        c.toolmesh("config", "run", "config", "--config-store", store, "--bus", bus(1)),
+        c.toolmesh("gateway", "run", "gateway", "--port", "0", "--bus", bus(2)),
+        c.toolmesh("prompt", "run", "prompt", "--bus", bus(3)),
+        c.toolmesh("text-completion", "run", "text-completion", "--llm", llm,
+                   "--model", "scripted", "--tool-calling", "react", "--bus", bus(4)),
+        *(c.toolmesh(name, *command, "--bus", bus(5 + i))
+          for i, (name, command) in enumerate(agents.items())),
+        c.toolmesh("mailer", "run", "tests.dialogs.services.mailer:Mailer",
+                   "--bus", bus(5 + len(agents)), extra_env=mailer_env))
+    gateway = (await c.procs["gateway"].wait_for(r"gateway listening on (\S+)")).group(1)
+    for name in agents:
+        await c.procs[name].wait_for(r"tools of workspace 'default': .*send")
+    return gateway
+
+
 @pytest.mark.rabbitmq
 @pytest.mark.postgres
 async def test_dialogs_survive_a_killed_agent_and_act_once(
@@ -51,17 +74,8 @@ async def test_dialogs_survive_a_killed_agent_and_act_once(
         async with OpenAITestServer(respond=respond) as llm, cluster() as c, \
                 aiohttp.ClientSession() as http:
             agent = ["run", "agent", "--dialogs", store, "--tool-timeout", "20"]
-            await asyncio.gather(
-                c.toolmesh("config", "run", "config", "--config-store", store, "--bus", bus(1)),
-                c.toolmesh("gateway", "run", "gateway", "--port", "0", "--bus", bus(2)),
-                c.toolmesh("prompt", "run", "prompt", "--bus", bus(3)),
-                c.toolmesh("text-completion", "run", "text-completion", "--llm", llm.base_url,
-                           "--model", "scripted", "--tool-calling", "react", "--bus", bus(4)),
-                c.toolmesh("agent-1", *agent, "--bus", bus(5)),
-                c.toolmesh("mailer", "run", "tests.dialogs.services.mailer:Mailer",
-                           "--bus", bus(6), extra_env=mailer_env))
-            gateway = (await c.procs["gateway"].wait_for(r"gateway listening on (\S+)")).group(1)
-            await c.procs["agent-1"].wait_for(r"tools of workspace 'default': .*send")
+            gateway = await mailer_deployment(c, bus, store=store, llm=llm.base_url,
+                                              agents={"agent-1": agent}, mailer_env=mailer_env)
 
             names = [f"p{i}" for i in range(DIALOGS)]
             dialogs = [asyncio.ensure_future(ask(http, gateway, f"mail {n}", timeout=90))
