@@ -352,7 +352,8 @@ def add_dialogs(parser: argparse.ArgumentParser) -> None:
                              "$TOOLMESH_DATA_DIR or ~/.toolmesh)")
     parser.add_argument("--dialogs-keep", type=_positive(int), metavar="N",
                         default=int(os.environ.get("TOOLMESH_DIALOGS_KEEP", "10000")),
-                        help="keep the newest N finished dialogs (env TOOLMESH_DIALOGS_KEEP; "
+                        help="keep the newest N dialogs, and every running one (env "
+                             "TOOLMESH_DIALOGS_KEEP; "
                              "default: %(default)s)")
     parser.add_argument("--dialogs-days", type=_positive(float), metavar="DAYS",
                         default=float(os.environ.get("TOOLMESH_DIALOGS_DAYS", "30")),

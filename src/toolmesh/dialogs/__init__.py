@@ -32,7 +32,8 @@ SUPPORTED = "sqlite:///path/to/file.db, a plain file path, postgresql://user@hos
 async def open_journal(url: str, *, keep: int = DEFAULT_KEEP,
                        max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> DialogJournal:
     """Open (creating the tables if missing) the dialog journal at ``url``; it keeps the
-    newest ``keep`` finished dialogs, none older than ``max_age_days``.
+    newest ``keep`` dialogs (and every running one), none that began more than
+    ``max_age_days`` ago but those still running.
 
     Raises :class:`JournalError` for an unsupported URL or a journal that cannot be opened.
     """

@@ -36,7 +36,8 @@ from toolmesh.errors import ToolmeshError
 #: the kinds of entries, in the order a step writes them
 KINDS = ("reply", "approval", "answer", "result", "turn", "end")
 
-#: how many finished dialogs a journal keeps by default (the oldest go first)
+#: how many dialogs a journal keeps by default, besides those still running (the oldest
+#: finished ones go first)
 DEFAULT_KEEP = 10_000
 
 #: how many days a finished dialog is kept by default

@@ -13,9 +13,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 
+from toolmesh import json_codec
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.store.postgres import split_schema
-from toolmesh import json_codec
 from toolmesh.dialogs.journal import (
     ABANDONED,
     DEFAULT_KEEP,
@@ -265,10 +265,10 @@ class PostgresDialogJournal:
                         f"DELETE FROM {self._dialogs} WHERE status <> $1 AND started <"
                         " clock_timestamp() - make_interval(secs => $2)",
                         RUNNING, self.max_age_days * 86400)
+                    # the newest ``keep`` dialogs stay, finished or not (as in SQLite's)
                     await conn.execute(
-                        f"DELETE FROM {self._dialogs} WHERE id IN (SELECT id FROM"
-                        f" {self._dialogs} WHERE status <> $1 ORDER BY started DESC, n DESC"
-                        " OFFSET $2)", RUNNING, self.keep)
+                        f"DELETE FROM {self._dialogs} WHERE status <> $1 AND n <="
+                        f" (SELECT max(n) FROM {self._dialogs}) - $2", RUNNING, self.keep)
         except _DB_ERRORS as e:
             raise self._error(e) from None
         return True

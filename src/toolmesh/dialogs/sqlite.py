@@ -17,7 +17,10 @@ passive checkpoint first, which writers do not wait for; then a restart, which h
 back while it copies the few pages committed meanwhile, so that the WAL starts again from its
 beginning instead of growing (a write that meets it waits for it without holding up the loop,
 then runs on the loop's thread). A commit is as durable as before: a checkpoint only moves
-what the WAL holds already.
+what the WAL holds already. The retention's sweep runs on that thread too, every hundredth
+dialog that ends (and, if one is due, when the journal closes).
+
+The tables, and why each write is one statement: :mod:`toolmesh.dialogs.sqlite_schema`.
 """
 
 from __future__ import annotations
@@ -45,6 +48,19 @@ from toolmesh.dialogs.journal import (
     check_entries,
     check_limit,
 )
+from toolmesh.dialogs.sqlite_schema import (
+    HEAD,
+    INSERT_DIALOG_DUE,
+    INSERT_DIALOG_NO_DUE,
+    INSERT_WRITE,
+    NOW,
+    STATUS,
+    SUMMARY,
+    SUMMARY_FROM,
+    SWEEP,
+    WRITES,
+    create,
+)
 from toolmesh.files import private_dir, private_file
 
 log = logging.getLogger("toolmesh.dialogs")
@@ -58,38 +74,6 @@ def _json(value: Any) -> str:
 
 T = TypeVar("T")
 
-_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS toolmesh_dialogs (
-    id         TEXT PRIMARY KEY,
-    workspace  TEXT NOT NULL,
-    user       TEXT NOT NULL,
-    question   TEXT NOT NULL,
-    status     TEXT NOT NULL,
-    started    TEXT NOT NULL,
-    updated    TEXT NOT NULL,
-    due        TEXT,
-    steps      INTEGER NOT NULL DEFAULT 0,
-    tool_calls INTEGER NOT NULL DEFAULT 0,
-    in_token   INTEGER,
-    out_token  INTEGER,
-    request    TEXT NOT NULL,
-    entries    INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS toolmesh_dialog_entries (
-    dialog TEXT NOT NULL REFERENCES toolmesh_dialogs (id) ON DELETE CASCADE,
-    seq    INTEGER NOT NULL,
-    at     TEXT NOT NULL,
-    kind   TEXT NOT NULL,
-    body   TEXT NOT NULL,
-    PRIMARY KEY (dialog, seq)
-) WITHOUT ROWID;
-"""
-
-_COLUMNS = ("id, workspace, user, question, status, started, updated, due, steps, tool_calls,"
-            " in_token, out_token, request")
-
 #: SQLITE_BUSY, SQLITE_LOCKED: a lock another connection holds
 _BUSY = (5, 6)
 
@@ -98,69 +82,28 @@ class _Busy(Exception):
     """The loop's own attempt found the lock held elsewhere (nothing was written)."""
 
 
-#: finished dialogs between two retention sweeps (a sweep is a couple of indexed deletes)
+#: finished dialogs between two retention sweeps
 _SWEEP_EVERY = 100
 
 #: WAL pages written between two checkpoints (SQLite's own default threshold), counted as
 #: :data:`_PAGES_PER_WRITE` a write plus one per 4 KiB of its entries
 _CHECKPOINT_PAGES = 1000
-#: a write's pages besides its entries' text: the dialog's row, its id's index, the entries'
-#: leaf (and now and then a split), as measured on a growing journal
-_PAGES_PER_WRITE = 5
+#: a write's pages besides its entries' text: its row's leaf, a dialog's id index (and now
+#: and then a split), as measured on a growing journal
+_PAGES_PER_WRITE = 2
 #: how long the checkpoint's restart waits for a writer or a reader (holding writers back
 #: meanwhile) before giving up until more pages were written
 _RESTART_WAIT = 0.05
 
 
-def _insert_dialog(due: str) -> str:
-    return ("INSERT INTO toolmesh_dialogs (id, workspace, user, question, status, request,"
-            " steps, tool_calls, in_token, out_token, entries, started, updated, due)"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NOW}, {_NOW}, {due})"
-            " ON CONFLICT (id) DO NOTHING")
+def _pages(*texts: str) -> int:
+    """About how many WAL pages a write of ``texts`` adds."""
+    return _PAGES_PER_WRITE + (sum(len(t) for t in texts) >> 12)
 
 
-_INSERT_DIALOG_DUE = _insert_dialog("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)")
-_INSERT_DIALOG_NO_DUE = _insert_dialog("NULL")
-
-_ENTRY_VALUES = f"(?, ?, {_NOW}, ?, ?)"
-#: entries written by one statement at most (one statement, cached, for each count up to it)
-_ENTRIES_AT_ONCE = 8
-_INSERT_ENTRIES = ["INSERT INTO toolmesh_dialog_entries (dialog, seq, at, kind, body) VALUES "
-                   + ", ".join([_ENTRY_VALUES] * n) for n in range(_ENTRIES_AT_ONCE + 1)]
-
-
-def _insert_entries(db: sqlite3.Connection, id: str, first: int,
-                    rows: list[tuple[str, str]]) -> None:
-    """Rows ``(kind, body)`` as entries ``first``, ``first + 1``, ... of dialog ``id``: one
-    statement for up to :data:`_ENTRIES_AT_ONCE` of them."""
-    for start in range(0, len(rows), _ENTRIES_AT_ONCE):
-        chunk = rows[start:start + _ENTRIES_AT_ONCE]
-        args: list[Any] = []
-        for seq, (kind, body) in enumerate(chunk, first + start):
-            args += (id, seq, kind, body)
-        db.execute(_INSERT_ENTRIES[len(chunk)], args)
-
-
-def _update_sql(steps: bool, tool_calls: bool, end: bool) -> str:
-    sets = [f"updated = {_NOW}", "entries = entries + ?"]
-    if steps:
-        sets.append("steps = ?")
-    if tool_calls:
-        sets.append("tool_calls = ?")
-    if end:
-        sets.append("status = ?, in_token = ?, out_token = ?")
-    return f"UPDATE toolmesh_dialogs SET {', '.join(sets)} WHERE id = ? RETURNING entries"
-
-
-#: the UPDATE of an append, by which of steps, tool_calls and the end it sets
-_UPDATE = {(a, b, c): _update_sql(a, b, c)
-           for a in (False, True) for b in (False, True) for c in (False, True)}
-
-
-def _pages(rows: list[tuple[str, str]], *texts: str) -> int:
-    """About how many WAL pages a write of ``rows`` (and ``texts``) adds."""
-    size = sum(len(body) for _, body in rows) + sum(len(t) for t in texts)
-    return _PAGES_PER_WRITE + (size >> 12)
+def _entries(entries: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    check_entries(entries)
+    return _json([[kind, body] for kind, body in entries])
 
 
 def _time(text: str | None) -> datetime | None:
@@ -170,6 +113,7 @@ def _time(text: str | None) -> datetime | None:
 
 
 def _dialog(row: sqlite3.Row | tuple[Any, ...]) -> Dialog:
+    """A :data:`~toolmesh.dialogs.sqlite_schema.SUMMARY` row (after its number)."""
     (id, workspace, user, question, status, started, updated, due, steps, tool_calls,
      in_token, out_token, request) = row
     started_at = _time(started)
@@ -181,11 +125,16 @@ def _dialog(row: sqlite3.Row | tuple[Any, ...]) -> Dialog:
                   request=json.loads(request))
 
 
-def _entry(row: tuple[Any, ...]) -> Entry:
-    seq, at, kind, body = row
-    when = _time(at)
-    assert when is not None
-    return Entry(seq=seq, at=when, kind=kind, body=json.loads(body))
+def _read_entries(db: sqlite3.Connection, n: int) -> list[Entry]:
+    """The entries of the dialog numbered ``n``: its head's, then its writes', numbered."""
+    started, head = db.execute(HEAD, (n,)).fetchone()
+    found: list[Entry] = []
+    for first, at, text in ((1, started, head), *db.execute(WRITES, (n,))):
+        when = _time(at)
+        assert when is not None
+        found += (Entry(seq=seq, at=when, kind=kind, body=body)
+                  for seq, (kind, body) in enumerate(json.loads(text), first))
+    return found
 
 
 def _in(column: str, values: Collection[str] | None) -> tuple[str, list[Any]]:
@@ -201,7 +150,8 @@ def _in(column: str, values: Collection[str] | None) -> tuple[str, list[Any]]:
 class SQLiteDialogJournal:
     """A :class:`~toolmesh.dialogs.journal.DialogJournal` in a SQLite file.
 
-    ``keep``: how many finished dialogs are kept; ``max_age_days``: for how long.
+    ``keep``: how many of the newest dialogs are kept (and every running one);
+    ``max_age_days``: for how long.
     """
 
     def __init__(self, path: str | Path, *, keep: int = DEFAULT_KEEP,
@@ -224,6 +174,8 @@ class SQLiteDialogJournal:
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpointing: asyncio.Future[bool] | None = None
         self._checkpoint_db: sqlite3.Connection | None = None
+        #: the retention's sweep is to run with the next upkeep
+        self._sweep_due = False
 
     def __repr__(self) -> str:
         return f"SQLiteDialogJournal({str(self.path)!r})"
@@ -258,19 +210,31 @@ class SQLiteDialogJournal:
             db.execute("PRAGMA foreign_keys=ON")
             # checkpoints are the checkpoint thread's (module docstring)
             db.execute("PRAGMA wal_autocheckpoint=0")
-            db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+            if create(db):
+                log.info("dialog journal at %s: moved to the layout of dialog numbers", self.path)
         except sqlite3.Error as e:
             db.close()
             raise JournalError(f"cannot open the dialog journal at {self.path}: {e}") from None
         return db
 
     async def close(self) -> None:
+        if self._executor is None:
+            return
+        while self._checkpointing is not None:  # one may start the next
+            await asyncio.wait([self._checkpointing])
+        if self._sweep_due:  # held up by a checkpoint that just ended, or by a lock
+            self._sweep_due = False
+            try:
+                await self._run(self._single, self._sweep)
+            except JournalError as e:
+                log.warning("dialog journal at %s: retention sweep failed: %s", self.path,
+                            e.message)
         executor, self._executor = self._executor, None
         if executor is None:
             return
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
-            if self._checkpointing is not None:
+            while self._checkpointing is not None:
                 await asyncio.wait([self._checkpointing])
             await asyncio.get_running_loop().run_in_executor(checkpointer,
                                                              self._close_checkpoint_db)
@@ -284,50 +248,74 @@ class SQLiteDialogJournal:
         if db is not None:
             db.close()
 
-    # --- checkpoints (module docstring) --------------------------------------------------
+    # --- checkpoints and retention, on their own thread (module docstring) -------------
 
     def _wrote(self, pages: int) -> None:
-        """A write of about ``pages`` WAL pages was committed: start a checkpoint when the WAL
-        holds enough of them and none is under way."""
+        """A write of about ``pages`` WAL pages was committed."""
         self._unchecked += pages
-        if (self._unchecked < _CHECKPOINT_PAGES or self._checkpointing is not None
-                or self._executor is None):
+        self._upkeep()
+
+    def _upkeep(self) -> None:
+        """Start a checkpoint when the WAL holds enough pages, and the retention's sweep when
+        it is due, on the upkeep thread, unless it is busy."""
+        if self._checkpointing is not None or self._executor is None:
             return
-        self._unchecked = 0
+        checkpoint = self._unchecked >= _CHECKPOINT_PAGES
+        sweep = self._sweep_due
+        if not (checkpoint or sweep):
+            return
+        if checkpoint:
+            self._unchecked = 0
+        self._sweep_due = False
         if self._checkpointer is None:
             self._checkpointer = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="toolmesh-dialogs-sqlite-checkpoint")
-        future = asyncio.get_running_loop().run_in_executor(self._checkpointer,
-                                                            self._checkpoint)
+                max_workers=1, thread_name_prefix="toolmesh-dialogs-sqlite-upkeep")
+        future = asyncio.get_running_loop().run_in_executor(
+            self._checkpointer, self._background, sweep, checkpoint)
         self._checkpointing = future
-        future.add_done_callback(self._checkpointed)
 
-    def _checkpointed(self, future: asyncio.Future[bool]) -> None:
-        self._checkpointing = None
-        if future.cancelled():
-            return
-        error = future.exception()
-        if error is not None:
-            log.warning("dialog journal at %s: checkpoint failed: %s", self.path, error)
-        if error is not None or not future.result():
-            # a reader kept the WAL from starting again: try again a little later
-            self._unchecked = max(self._unchecked, _CHECKPOINT_PAGES * 3 // 4)
+        def done(future: asyncio.Future[bool]) -> None:
+            self._checkpointing = None
+            if future.cancelled():
+                return
+            error = future.exception()
+            if error is not None:
+                log.warning("dialog journal at %s: upkeep failed: %s", self.path, error)
+            if error is not None or not future.result():
+                # a reader or a writer held it up: try again with a later write
+                if checkpoint:
+                    self._unchecked = max(self._unchecked, _CHECKPOINT_PAGES * 3 // 4)
+                self._sweep_due = self._sweep_due or sweep
+            else:  # what fell due meanwhile
+                self._upkeep()
 
-    def _checkpoint(self) -> bool:
-        """Copy the WAL into the database (on the checkpoint thread), then have it start again
-        from its beginning. ``False``: a reader or a writer held it up too long (another try
-        follows a little later)."""
+        future.add_done_callback(done)
+
+    def _background(self, sweep: bool, checkpoint: bool) -> bool:
+        """The sweep and the checkpoint asked for (on the upkeep thread, with a connection of
+        its own). ``False``: a reader or a writer held one up too long."""
         db = self._checkpoint_db
         if db is None:
             db = self._checkpoint_db = sqlite3.connect(
                 self.path, isolation_level=None, timeout=_RESTART_WAIT, check_same_thread=False)
             db.execute("PRAGMA synchronous=NORMAL")
-        # writers go on meanwhile: most of the work is done without holding them back
-        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        # the commits made meanwhile (a few pages), with writers held back (a write of the
-        # loop's waits for it, see _run): then the next commit starts the WAL again
-        busy, _, _ = db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-        return not busy
+            db.execute("PRAGMA foreign_keys=ON")
+        done = True
+        if sweep:
+            try:
+                self._sweep(db)
+            except sqlite3.OperationalError as e:
+                if getattr(e, "sqlite_errorcode", None) not in _BUSY:
+                    raise
+                done = False
+        if checkpoint:
+            # writers go on meanwhile: most of the work is done without holding them back
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            # the commits made meanwhile (a few pages), with writers held back (a write of the
+            # loop's waits for it, see _run): then the next commit starts the WAL again
+            busy, _, _ = db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            done = done and not busy
+        return done
 
     def _close_checkpoint_db(self) -> None:
         db, self._checkpoint_db = self._checkpoint_db, None
@@ -373,7 +361,7 @@ class SQLiteDialogJournal:
             db.execute("PRAGMA busy_timeout = 0")
 
     def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(db, *args)`` in one write transaction (on the worker thread)."""
+        """``fn(db, *args)`` in one write transaction of several statements."""
         db = self._db
         if db is None:
             raise JournalError(f"the dialog journal at {self.path} is not open")
@@ -389,7 +377,9 @@ class SQLiteDialogJournal:
         except sqlite3.Error as e:
             raise self._failure(e) from None
 
-    def _read(self, fn: Callable[..., T], *args: Any) -> T:
+    def _single(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(db, *args)``, whose statements are each a transaction of its own: a read, or
+        a write of one statement."""
         db = self._db
         if db is None:
             raise JournalError(f"the dialog journal at {self.path} is not open")
@@ -413,166 +403,125 @@ class SQLiteDialogJournal:
 
     def _begin(self, db: sqlite3.Connection, id: str, workspace: str, user: str,
                question: str, request: str, timeout: float | None) -> Begun:
-        inserted = self._insert(db, id, workspace, user, question, request, timeout)
-        row = db.execute(f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE id = ?",
-                         (id,)).fetchone()
+        inserted = self._insert(db, (id, workspace, user, question, RUNNING, request, "[]", 0,
+                                     0, 0, None, None), timeout)
+        n, *row, remaining = db.execute(
+            f"SELECT {SUMMARY}, (julianday(d.due) - julianday('now')) * 86400.0"
+            f" FROM {SUMMARY_FROM} WHERE d.id = ?", (id,)).fetchone()
         dialog = _dialog(row)
-        remaining = db.execute(
-            "SELECT (julianday(due) - julianday('now')) * 86400.0 FROM toolmesh_dialogs"
-            " WHERE id = ?", (id,)).fetchone()[0]
         if inserted:
             return Begun(dialog=dialog, entries=[], fresh=True, expired=False,
                          remaining=remaining)
         expired = dialog.running and remaining is not None and remaining < 0
         if expired:
-            db.execute(f"UPDATE toolmesh_dialogs SET status = ?, updated = {_NOW} WHERE id = ?",
-                       (ABANDONED, id))
-            row = db.execute(f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE id = ?",
-                             (id,)).fetchone()
-            dialog = _dialog(row)
-        entries = [_entry(r) for r in db.execute(
-            "SELECT seq, at, kind, body FROM toolmesh_dialog_entries WHERE dialog = ?"
-            " ORDER BY seq", (id,))]
-        return Begun(dialog=dialog, entries=entries, fresh=False, expired=expired,
-                     remaining=remaining)
+            db.execute(f"UPDATE toolmesh_dialogs SET status = ?, updated = {NOW} WHERE n = ?",
+                       (ABANDONED, n))
+            row = db.execute(f"SELECT {SUMMARY} FROM {SUMMARY_FROM} WHERE d.n = ?",
+                             (n,)).fetchone()
+            dialog = _dialog(row[1:])
+        return Begun(dialog=dialog, entries=_read_entries(db, n), fresh=False,
+                     expired=expired, remaining=remaining)
 
     async def begin_with(self, id: str, *, workspace: str, user: str, question: str,
                          request: dict[str, Any], timeout: float | None,
                          entries: Sequence[tuple[str, dict[str, Any]]],
                          steps: int | None = None, tool_calls: int | None = None,
                          end: tuple[str, int | None, int | None] | None = None) -> bool:
-        check_entries(entries)
-        rows = [(kind, _json(body)) for kind, body in entries]
+        head = _entries(entries)
         text = _json(request)
-        sweep = False
-        if end is not None:
-            self._finished += 1
-            sweep = self._finished % _SWEEP_EVERY == 1
-        begun = await self._run(self._write, self._begin_with, id, workspace, user, question,
-                                text, timeout, rows, steps, tool_calls, end, sweep)
-        self._wrote(_pages(rows, text))
+        status, in_token, out_token = end if end is not None else (RUNNING, None, None)
+        args = (id, workspace, user, question, status, text, head, len(entries), steps or 0,
+                tool_calls or 0, in_token, out_token)
+        # one statement: the dialog, its first entries, its counts and its end
+        begun = await self._run(self._single, self._insert, args, timeout)
+        self._wrote(_pages(head, text))
+        if begun and end is not None:
+            self._ended()
         return begun
 
-    def _begin_with(self, db: sqlite3.Connection, id: str, workspace: str, user: str,
-                    question: str, request: str, timeout: float | None,
-                    rows: list[tuple[str, str]], steps: int | None, tool_calls: int | None,
-                    end: tuple[str, int | None, int | None] | None, sweep: bool) -> bool:
-        # one statement for the dialog, its counts and its end; then its entries
-        status, in_token, out_token = end if end is not None else (RUNNING, None, None)
-        if not self._insert(db, id, workspace, user, question, request, timeout,
-                            status=status, steps=steps or 0, tool_calls=tool_calls or 0,
-                            in_token=in_token, out_token=out_token, entries=len(rows)):
-            return False
-        _insert_entries(db, id, 1, rows)
-        if sweep:
-            self._sweep(db)
-        return True
-
     @staticmethod
-    def _insert(db: sqlite3.Connection, id: str, workspace: str, user: str, question: str,
-                request: str, timeout: float | None, *, status: str = RUNNING,
-                steps: int = 0, tool_calls: int = 0, in_token: int | None = None,
-                out_token: int | None = None, entries: int = 0) -> bool:
-        args: tuple[Any, ...] = (id, workspace, user, question, status, request, steps,
-                                 tool_calls, in_token, out_token, entries)
+    def _insert(db: sqlite3.Connection, args: tuple[Any, ...], timeout: float | None) -> bool:
+        """Whether the dialog was begun (``False``: its id was begun before)."""
         if timeout is None:
-            return db.execute(_INSERT_DIALOG_NO_DUE, args).rowcount > 0
-        return db.execute(_INSERT_DIALOG_DUE, (*args, f"+{timeout:.3f} seconds")).rowcount > 0
+            return db.execute(INSERT_DIALOG_NO_DUE, args).rowcount > 0
+        return db.execute(INSERT_DIALOG_DUE, (*args, f"+{timeout:.3f} seconds")).rowcount > 0
 
     async def append(self, id: str, entries: Sequence[tuple[str, dict[str, Any]]], *,
                      steps: int | None = None, tool_calls: int | None = None) -> None:
-        check_entries(entries)
-        rows = [(kind, _json(body)) for kind, body in entries]
-        await self._run(self._write, self._append, id, rows, steps, tool_calls, None)
-        self._wrote(_pages(rows))
+        text = _entries(entries)
+        await self._run(self._single, self._add, (len(entries), text, steps, tool_calls, None,
+                                                None, None, id))
+        self._wrote(_pages(text))
 
     async def finish(self, id: str, *, status: str,
                      entries: Sequence[tuple[str, dict[str, Any]]] = (),
                      steps: int | None = None, tool_calls: int | None = None,
                      in_token: int | None = None, out_token: int | None = None) -> None:
-        check_entries(entries)
-        rows = [(kind, _json(body)) for kind, body in entries]
-        self._finished += 1
-        sweep = self._finished % _SWEEP_EVERY == 1
-        await self._run(self._write, self._finish, id, rows, steps, tool_calls,
-                        (status, in_token, out_token), sweep)
-        self._wrote(_pages(rows))
-
-    def _finish(self, db: sqlite3.Connection, id: str, rows: list[tuple[str, str]],
-                steps: int | None, tool_calls: int | None,
-                end: tuple[str, int | None, int | None], sweep: bool) -> None:
-        self._append(db, id, rows, steps, tool_calls, end)
-        if sweep:
-            self._sweep(db)
+        text = _entries(entries)
+        await self._run(self._single, self._add, (len(entries), text, steps, tool_calls, status,
+                                                in_token, out_token, id))
+        self._wrote(_pages(text))
+        self._ended()
 
     @staticmethod
-    def _append(db: sqlite3.Connection, id: str, rows: list[tuple[str, str]],
-                steps: int | None, tool_calls: int | None,
-                end: tuple[str, int | None, int | None] | None) -> None:
-        args: list[Any] = [len(rows)]
-        if steps is not None:
-            args.append(steps)
-        if tool_calls is not None:
-            args.append(tool_calls)
-        if end is not None:
-            args.extend(end)
-        args.append(id)
-        row = db.execute(_UPDATE[steps is not None, tool_calls is not None, end is not None],
-                         args).fetchone()
-        if row is None:
-            raise sqlite3.IntegrityError(f"no dialog {id!r} to append to")
-        _insert_entries(db, id, row[0] - len(rows) + 1, rows)
+    def _add(db: sqlite3.Connection, args: tuple[Any, ...]) -> None:
+        """One write (one statement; see :data:`~toolmesh.dialogs.sqlite_schema.INSERT_WRITE`)."""
+        if db.execute(INSERT_WRITE, args).rowcount == 0:
+            raise sqlite3.IntegrityError(f"no dialog {args[-1]!r} to append to")
+
+    def _ended(self) -> None:
+        self._finished += 1
+        if self._finished % _SWEEP_EVERY == 1:
+            self._sweep_due = True
+            self._upkeep()
 
     def _sweep(self, db: sqlite3.Connection) -> None:
-        """Drop finished dialogs beyond the newest ``keep`` and older than ``max_age_days``."""
-        db.execute("DELETE FROM toolmesh_dialogs WHERE status <> ? AND started < "
-                   "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
-                   (RUNNING, f"-{self.max_age_days * 86400:.0f} seconds"))
-        db.execute("DELETE FROM toolmesh_dialogs WHERE status <> ? AND id IN ("
-                   " SELECT id FROM toolmesh_dialogs WHERE status <> ?"
-                   " ORDER BY rowid DESC LIMIT -1 OFFSET ?)",
-                   (RUNNING, RUNNING, self.keep))
+        """Drop the finished dialogs but the newest ``keep`` dialogs, and those older than
+        ``max_age_days``: one statement, which visits only the dialogs older than either bound
+        (those it drops, and those still running) — dialogs are numbered as they begin."""
+        db.execute(SWEEP, (RUNNING, self.keep,
+                           f"-{self.max_age_days * 86400:.0f} seconds"))
 
     # --- reads ---------------------------------------------------------------------------
 
     async def get(self, id: str, *, workspaces: Collection[str] | None = None,
                   ) -> tuple[Dialog, list[Entry]] | None:
-        return await self._run(self._read, self._get, id, workspaces)
+        return await self._run(self._single, self._get, id, workspaces)
 
     @staticmethod
     def _get(db: sqlite3.Connection, id: str, workspaces: Collection[str] | None,
              ) -> tuple[Dialog, list[Entry]] | None:
-        where, args = _in("workspace", workspaces)
-        row = db.execute(f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE id = ? AND {where}",
-                         [id, *args]).fetchone()
-        if row is None:
-            return None
-        entries = [_entry(r) for r in db.execute(
-            "SELECT seq, at, kind, body FROM toolmesh_dialog_entries WHERE dialog = ?"
-            " ORDER BY seq", (id,))]
-        return _dialog(row), entries
+        where, args = _in("d.workspace", workspaces)
+        # one snapshot for the summary and the entries (another process may be writing)
+        db.execute("BEGIN")
+        try:
+            row = db.execute(f"SELECT {SUMMARY} FROM {SUMMARY_FROM} WHERE d.id = ? AND {where}",
+                             [id, *args]).fetchone()
+            return None if row is None else (_dialog(row[1:]), _read_entries(db, row[0]))
+        finally:
+            db.execute("COMMIT")
 
     async def recent(self, *, workspaces: Collection[str] | None = None,
                    status: str | None = None, limit: int = 100) -> list[Dialog]:
         limit = check_limit(limit)
-        return await self._run(self._read, self._recent, workspaces, status, limit)
+        return await self._run(self._single, self._recent, workspaces, status, limit)
 
     @staticmethod
     def _recent(db: sqlite3.Connection, workspaces: Collection[str] | None, status: str | None,
               limit: int) -> list[Dialog]:
-        where, args = _in("workspace", workspaces)
+        where, args = _in("d.workspace", workspaces)
         if status is not None:
-            where += " AND status = ?"
+            where += f" AND {STATUS} = ?"
             args.append(status)
-        return [_dialog(r) for r in db.execute(
-            f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE {where}"
-            " ORDER BY rowid DESC LIMIT ?", [*args, limit])]
+        return [_dialog(r[1:]) for r in db.execute(
+            f"SELECT {SUMMARY} FROM {SUMMARY_FROM} WHERE {where}"
+            " ORDER BY d.n DESC LIMIT ?", [*args, limit])]
 
     async def unfinished(self) -> list[Dialog]:
-        return await self._run(self._read, self._unfinished)
+        return await self._run(self._single, self._unfinished)
 
     @staticmethod
     def _unfinished(db: sqlite3.Connection) -> list[Dialog]:
-        return [_dialog(r) for r in db.execute(
-            f"SELECT {_COLUMNS} FROM toolmesh_dialogs WHERE status = ?"
-            " ORDER BY rowid", (RUNNING,))]
+        return [_dialog(r[1:]) for r in db.execute(
+            f"SELECT {SUMMARY} FROM {SUMMARY_FROM} WHERE {STATUS} = ? ORDER BY d.n",
+            (RUNNING,))]
