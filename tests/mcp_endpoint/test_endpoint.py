@@ -193,6 +193,12 @@ async def test_a_session_is_the_token_that_opened_it(tmp_path: Path) -> None:
             own = await http.post(served.url + "mcp", json=listing, headers={
                 **MCP_HEADERS, "Authorization": f"Bearer {one}", "mcp-session-id": session,
                 "mcp-protocol-version": "2025-06-18"})
+            calling = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "tell-joke", "arguments": {"topic": "food"}}}
+            borrowed_call = await http.post(served.url + "mcp", json=calling, headers={
+                **MCP_HEADERS, "Authorization": f"Bearer {other}", "mcp-session-id": session,
+                "mcp-protocol-version": "2025-11-25"})
     assert opened.status_code == 200
     assert borrowed.status_code in (403, 404) and "tell-joke" not in borrowed.text
+    assert borrowed_call.status_code in (403, 404) and "result" not in borrowed_call.text
     assert own.status_code == 200

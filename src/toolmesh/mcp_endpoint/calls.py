@@ -3,8 +3,8 @@ dialogs — the gateway's MCP endpoint (:mod:`toolmesh.mcp_endpoint.endpoint`).
 
 Requests on ``request:tg:tool-calls:{flow}``:
 
-* ``{"operation": "list", "workspace"?, "version"?}`` → ``{"workspace", "version", "tools": [{"name",
-  "description", "inputSchema", "annotations"?}, ...]}``: the tools the agent offers there
+* ``{"operation": "list", "workspace"?, "version"?}`` → ``{"workspace", "version", "tools":
+  [{"name", "description", "inputSchema", "annotations"?}, ...]}``: the tools the agent offers there
   (:mod:`toolmesh.mcp_endpoint.catalog`);
 * ``{"operation": "call", "workspace"?, "name", "arguments", "user"?, "progress"?: true}`` →
   with ``progress``, ``{"progress": {"progress", "total", "message"}, "end_of_stream":

@@ -10,7 +10,9 @@ from the agent that holds the workspace's tools, over the bus (:mod:`.calls`):
   token without ``tools:invoke``;
 * ``tools/call``: made by the agent as a dialog's calls are (checks, timeouts, metrics); a
   streaming tool's progress comes as ``notifications/progress`` when the client asked for it
-  (a ``progressToken``); a tool's failure is a result with ``isError``, not a protocol error;
+  (a ``progressToken``); a tool's failure is a result with ``isError``, not a protocol error.
+  A call that asks for no progress is answered as one JSON body, without the SDK's session
+  machinery (:mod:`.fast_calls`);
 * ``notifications/tools/list_changed`` to the sessions of a workspace whose tool items,
   ``mcp`` items or announced services change.
 
@@ -24,6 +26,7 @@ import asyncio
 import logging
 import uuid
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import mcp_types
@@ -40,6 +43,7 @@ from toolmesh.config.service import CONFIG_PUSH_QUEUE
 from toolmesh.errors import MalformedMessage, RequestError
 from toolmesh.mcp_endpoint.asgi import serve
 from toolmesh.mcp_endpoint.calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
+from toolmesh.mcp_endpoint.fast_calls import SESSION_HEADER, FastCalls, parse
 from toolmesh.registry.registry import Registry
 from toolmesh.rpc.client import RequestClient
 
@@ -116,6 +120,7 @@ class McpEndpoint:
         self._stopping = asyncio.Event()
         #: workspace -> the connections that listed its tools (told when they change)
         self._sessions: dict[str, weakref.WeakSet[Any]] = {}
+        self._fast = FastCalls(self.call)
 
     async def start(self) -> None:
         await self._rpc.start()
@@ -172,13 +177,28 @@ class McpEndpoint:
             return web.json_response({"error": {"type": "forbidden", "message": (
                 f"this token may not use workspace {workspace!r}")}}, status=403)
         owner = f"{identity.id if identity else 'local'}@{workspace}"
-        user = AuthenticatedUser(AccessToken(token="", client_id=owner, scopes=[]))
         if self.manager is None:
             return web.json_response({"error": {"type": "service-unavailable",
                                                 "message": "the MCP endpoint is not started"}},
                                      status=503)
-        return await serve(self.manager.handle_request, request,
-                           extra={CALLER: Caller(identity, workspace), "user": user})
+        caller = Caller(identity, workspace)
+        body = parse(await request.read()) if request.method == "POST" else None
+        if body is not None:
+            answered = await self._fast.answer(request, body, owner, caller)
+            if answered is not None:
+                return answered
+        user = AuthenticatedUser(AccessToken(token="", client_id=owner, scopes=[]))
+        response = await serve(self.manager.handle_request, request,
+                               extra={CALLER: caller, "user": user})
+        # what the fast path needs to know of the SDK's sessions
+        session = response.headers.get(SESSION_HEADER) or request.headers.get(SESSION_HEADER)
+        if session is not None:
+            if (response.status == 200 and isinstance(body, dict)
+                    and body.get("method") == "initialize"):
+                self._fast.opened(session, owner)
+            elif request.method == "DELETE" or response.status == 404:
+                self._fast.ended(session)
+        return response
 
     async def tools_changed(self, workspace: str) -> None:
         """Tell the sessions of ``workspace`` that its tools changed."""
@@ -210,28 +230,41 @@ class McpEndpoint:
 
     async def _call(self, ctx: ServerRequestContext[Any, Any],
                     params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
-        caller = _caller(ctx)
-        if not caller.may_invoke:
-            return _failed("this token may not call tools (it lacks tools:invoke)")
         token = _progress_token(ctx.meta)
-        body = {"operation": "call", "workspace": caller.workspace, "name": params.name,
-                "arguments": dict(params.arguments or {}), "progress": token is not None}
+
+        async def progress(report: dict[str, Any]) -> None:
+            assert token is not None
+            await ctx.session.send_progress_notification(
+                token, report["progress"], report.get("total"), report.get("message"),
+                related_request_id=ctx.request_id)
+
+        text, is_error = await self.call(_caller(ctx), params.name,
+                                         dict(params.arguments or {}),
+                                         progress=progress if token is not None else None)
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
+                                        is_error=is_error)
+
+    async def call(self, caller: Caller, name: str, arguments: dict[str, Any], *,
+                   progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+                   ) -> tuple[str, bool]:
+        """Call tool ``name`` as ``caller``, through the agent: its text and whether it failed.
+        ``progress``: told each progress report (``progress``, ``total``, ``message``)."""
+        if not caller.may_invoke:
+            return "this token may not call tools (it lacks tools:invoke)", True
+        body = {"operation": "call", "workspace": caller.workspace, "name": name,
+                "arguments": arguments, "progress": progress is not None}
         final: dict[str, Any] = {}
         try:
             async for part in self._rpc.stream(body, timeout=CALL_TIMEOUT):
                 if part.get("end_of_stream") is False:
-                    progress = part.get("progress") or {}
-                    if token is not None and isinstance(progress.get("progress"), int | float):
-                        await ctx.session.send_progress_notification(
-                            token, progress["progress"], progress.get("total"),
-                            progress.get("message"), related_request_id=ctx.request_id)
+                    report = part.get("progress") or {}
+                    if progress is not None and isinstance(report.get("progress"), int | float):
+                        await progress(report)
                     continue
                 final = part
         except RequestError as e:
-            return _failed(f"{e.type}: {e.message}")
-        return mcp_types.CallToolResult(
-            content=[mcp_types.TextContent(type="text", text=str(final.get("text") or ""))],
-            is_error=bool(final.get("is_error")))
+            return f"{e.type}: {e.message}", True
+        return str(final.get("text") or ""), bool(final.get("is_error"))
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
@@ -252,6 +285,3 @@ def _progress_token(meta: Any) -> str | int | None:
     return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
-def _failed(message: str) -> mcp_types.CallToolResult:
-    return mcp_types.CallToolResult(
-        content=[mcp_types.TextContent(type="text", text=message)], is_error=True)

@@ -1,0 +1,113 @@
+"""Calls answered as one JSON body (mcp_endpoint/fast_calls.py), seen from the wire: raw
+JSON-RPC over HTTP against a real ``toolmesh serve`` with a streaming tool service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from tests.dialogs.test_embedded_restart import _offered
+from tests.mcp_endpoint.test_endpoint import INITIALIZE, MCP_HEADERS
+from tests.servers import toolmesh_serve
+
+SERVICES = Path(__file__).parent / "services"
+
+
+async def open_session(http: httpx2.AsyncClient, url: str, token: str | None = None,
+                       ) -> dict[str, str]:
+    """Open a session as a client would: the headers of its later requests."""
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    opened = await http.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **auth})
+    assert opened.status_code == 200, opened.text
+    headers = {**MCP_HEADERS, **auth, "mcp-session-id": opened.headers["mcp-session-id"],
+               "mcp-protocol-version": "2025-06-18"}
+    done = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                           headers=headers)
+    assert done.status_code == 202
+    return headers
+
+
+def call(id: int, word: str, **meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": "spell", "arguments": {"word": word}}
+    if meta:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
+
+
+def events(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+
+
+async def test_a_call_without_progress_is_one_json_body_one_with_progress_a_stream(
+        tmp_path: Path) -> None:
+    async with toolmesh_serve(tmp_path, "--tool-service", "speller:Speller",
+                              cwd=SERVICES) as served, httpx2.AsyncClient(timeout=30) as http:
+        await _offered(served.url, "spell")
+        url = served.url + "mcp"
+        headers = await open_session(http, url)
+        plain = await http.post(url, json=call(2, "mcp"), headers=headers)
+        streamed = await http.post(url, json=call(3, "abc", progressToken="p"), headers=headers)
+        wrong = await http.post(url, json={**call(4, "x"), "params": {
+            "name": "spell", "arguments": {"word": 7}}}, headers=headers)
+        older = await http.post(url, json=call(5, "ok"), headers={
+            **headers, "mcp-protocol-version": "2025-03-26"})
+    assert plain.status_code == 200
+    assert plain.headers["content-type"].startswith("application/json")
+    assert plain.headers["mcp-session-id"] == headers["mcp-session-id"]
+    assert plain.json() == {"jsonrpc": "2.0", "id": 2, "result": {
+        "content": [{"type": "text", "text": "mcp"}], "isError": False}}
+    # progress asked for: the SDK's stream, with a report a letter, then the result
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    sent = events(streamed.text)
+    assert [m["params"]["message"] for m in sent if m.get("method") == "notifications/progress"
+            ] == ["a", "b", "c"]
+    assert sent[-1]["result"]["content"][0]["text"] == "abc"
+    # a tool's refusal is a result with isError, as the SDK's would be
+    assert wrong.json()["result"]["isError"] is True
+    assert "invalid arguments" in wrong.json()["result"]["content"][0]["text"]
+    # a revision this does not answer for goes to the SDK, which streams
+    assert older.headers["content-type"].startswith("text/event-stream")
+    assert events(older.text)[-1]["result"]["content"][0]["text"] == "ok"
+
+
+async def test_sessions_the_sdk_did_not_open_or_ended_are_not_answered(tmp_path: Path) -> None:
+    async with toolmesh_serve(tmp_path, "--tool-service", "speller:Speller",
+                              cwd=SERVICES) as served, httpx2.AsyncClient(timeout=30) as http:
+        await _offered(served.url, "spell")
+        url = served.url + "mcp"
+        headers = await open_session(http, url)
+        made_up = await http.post(url, json=call(2, "no"), headers={
+            **headers, "mcp-session-id": "0123456789abcdef0123456789abcdef"})
+        ended = await http.delete(url, headers=headers)
+        after = await http.post(url, json=call(3, "no"), headers=headers)
+    assert made_up.status_code == 404 and "result" not in made_up.text
+    assert ended.status_code == 200
+    assert after.status_code == 404 and "result" not in after.text
+
+
+async def test_a_cancelled_call_ends_at_once(tmp_path: Path) -> None:
+    async with toolmesh_serve(tmp_path, "--tool-service", "speller:Speller",
+                              cwd=SERVICES) as served, httpx2.AsyncClient(timeout=30) as http:
+        await _offered(served.url, "spell")
+        url = served.url + "mcp"
+        headers = await open_session(http, url)
+        began = time.monotonic()
+        # 400 letters, 10 ms each: four seconds unless cancelled
+        slow = asyncio.create_task(http.post(url, json=call(7, "z" * 400), headers=headers))
+        await asyncio.sleep(0.5)
+        cancelled = await http.post(url, json={
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 7, "reason": "changed my mind"}}, headers=headers)
+        answer = await slow
+        took = time.monotonic() - began
+        # the session goes on: the same request id may be used again
+        again = await http.post(url, json=call(7, "ok"), headers=headers)
+    assert cancelled.status_code == 202
+    assert answer.status_code == 202 and "result" not in answer.text
+    assert took < 2.5
+    assert again.json()["result"]["content"][0]["text"] == "ok"
