@@ -55,6 +55,8 @@ class Stack:
     #: the agent's dialogs (journal reading) queues
     dialogs_queues: tuple[str, str] = ("", "")
     approvals_queues: tuple[str, str] = ("", "")
+    #: the agent's tool-calls queues (what the MCP endpoint calls tools through)
+    tool_calls_queues: tuple[str, str] = ("", "")
 
     async def put(self, items: Mapping[tuple[str, str], Any], *,
                   workspace: str = "default") -> int:
@@ -167,7 +169,9 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                              announcements=announcements, journal=journal,
                              dialogs_queues=dialogs, take_up_unfinished=take_up,
                              approvals_queues=approvals,
-                             approvals_notify_queue=f"notify:tg:{t}-approvals")
+                             approvals_notify_queue=f"notify:tg:{t}-approvals",
+                             tool_calls_queues={"request_queue": f"request:tg:{t}-tool-calls",
+                                                "response_queue": f"response:tg:{t}-tool-calls"})
         await stack.enter_async_context(agent)
         config = await stack.enter_async_context(ConfigClient(bus, timeout=10, request_queue=q["config"][0],
                                                               response_queue=q["config"][1]))
@@ -177,4 +181,6 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
         yield Stack(backend, llm, config, agent, client, q["joke"], mcp, prompt, q["tools"],
                     announcement_queues, q["services"], topic=t,
                     dialogs_queues=(dialogs["request_queue"], dialogs["response_queue"]),
-                    approvals_queues=(approvals["request_queue"], approvals["response_queue"]))
+                    approvals_queues=(approvals["request_queue"], approvals["response_queue"]),
+                    tool_calls_queues=(f"request:tg:{t}-tool-calls",
+                                       f"response:tg:{t}-tool-calls"))

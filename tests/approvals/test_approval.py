@@ -259,3 +259,30 @@ async def _asked_again(followed: Followed) -> dict[str, Any]:
             await asyncio.sleep(0.02)
     return next(m for m in followed.messages
                 if m["message_type"] == "approval-request")["approval"]
+
+
+async def test_a_call_from_outside_a_dialog_runs_only_with_the_digest_of_that_very_call(
+        backend: Backend, tmp_path: Path) -> None:
+    """The tool-calls service (what ``/mcp`` calls through): a caller that can ask a person is
+    told what to ask about; the call runs only with that call's digest."""
+    async with agent_stack(backend, tmp_path, ScriptedLLM([]), options=OPTIONS) as s, \
+            mailer(s) as m:
+        await always(s)
+        calls = RequestClient(await s.backend.connect(), request_queue=s.tool_calls_queues[0],
+                              response_queue=s.tool_calls_queues[1])
+        async with calls:
+            call = {"operation": "call", "name": "send", "arguments": {"to": "bob"}}
+            asked = await calls.request({**call, "ask": True}, timeout=10)
+            unasked = await calls.request(call, timeout=10)
+            other = await calls.request({**call, "approved": call_digest("send", {"to": "eve"})},
+                                        timeout=10)
+            assert m.attempts == []  # nothing ran yet
+            ran = await calls.request({**call, "approved": asked["approval"]["digest"]},
+                                      timeout=10)
+    assert asked["approval"] == {"tool": "send", "arguments": {"to": "bob"},
+                                 "digest": call_digest("send", {"to": "bob"})}
+    assert "text" not in asked
+    for refused in (unasked, other):
+        assert refused["is_error"] and "waits for a person's approval" in refused["text"]
+    assert ran["text"] == "mail to bob #1" and not ran["is_error"]
+    assert len(m.sent) == 1 and m.attempts[0].startswith("tool-calls/")

@@ -202,3 +202,64 @@ async def test_a_session_is_the_token_that_opened_it(tmp_path: Path) -> None:
     assert borrowed.status_code in (403, 404) and "tell-joke" not in borrowed.text
     assert borrowed_call.status_code in (403, 404) and "result" not in borrowed_call.text
     assert own.status_code == 200
+
+
+async def test_a_2026_07_28_client_calls_and_hears_of_changes_to_its_workspace_only(
+        tmp_path: Path) -> None:
+    """The revision without sessions: each request one POST; changes come on the client's
+    ``subscriptions/listen`` stream — for its own workspace, not another's."""
+    from mcp import Client
+
+    async with toolmesh_serve(tmp_path) as served:
+        await _offered(served.url, "tell-joke")
+        async with Client(served.url + "mcp", mode="2026-07-28") as client, \
+                Client(served.url + "mcp/other", mode="2026-07-28") as other:
+            joke = await client.call_tool("tell-joke", {"topic": "food"})
+            async with client.listen(tools_list_changed=True) as mine, \
+                    other.listen(tools_list_changed=True) as theirs:
+                code, _, err = await run_toolmesh(
+                    "config", "put", "tool/shout", "--url", served.url, stdin_text=json.dumps({
+                        "type": "text-completion", "name": "shout",
+                        "description": "Say it louder", "arguments": [
+                            {"name": "text", "type": "string", "description": "what"}]}))
+                assert code == 0, err
+                async with asyncio.timeout(20):
+                    event = await anext(aiter(mine))
+                heard = asyncio.ensure_future(anext(aiter(theirs)))
+                await asyncio.sleep(0.5)  # the other workspace's stream stays quiet
+                assert not heard.done()
+                heard.cancel()
+            listed = {t.name for t in (await client.list_tools()).tools}
+    assert not joke.is_error and joke.content[0].text.startswith("Hey trustgraph! ")
+    assert type(event).__name__ == "ToolsListChanged"
+    assert "shout" in listed
+
+
+async def test_a_proxied_mcp_servers_tool_is_called_through_mcp_and_the_stdio_bridge(
+        tmp_path: Path) -> None:
+    """An MCP server behind toolmesh (server-everything, from npm) offers its tool to MCP
+    clients in front of it: the SDK's client at /mcp, and through ``toolmesh mcp serve``."""
+    from tests.mcp.everything import running_everything
+    from tests.mcp_endpoint.test_stdio_bridge import bridge
+
+    async with running_everything() as everything, toolmesh_serve(tmp_path) as served:
+        code, _, err = await run_toolmesh(
+            "config", "put", "mcp/echo", "--url", served.url,
+            stdin_text=json.dumps({"url": everything.url, "remote-name": "echo"}))
+        assert code == 0, err
+        # its arguments are the server's inputSchema: the item declares none
+        code, _, err = await run_toolmesh(
+            "config", "put", "tool/echo", "--url", served.url, stdin_text=json.dumps({
+                "type": "mcp-tool", "name": "echo", "mcp-tool": "echo",
+                "description": "Echo a message back"}))
+        assert code == 0, err
+        await _offered(served.url, "echo")
+        async with mcp_session(served.url + "mcp") as session:
+            listed = await session.list_tools()
+            direct = await session.call_tool("echo", {"message": "through /mcp"})
+        async with bridge(served.url, log=tmp_path / "bridge.log") as session:
+            bridged = await session.call_tool("echo", {"message": "through the bridge"})
+    [echo] = [t for t in listed.tools if t.name == "echo"]
+    assert echo.input_schema["properties"]["message"]["type"] == "string"
+    assert not direct.is_error and direct.content[0].text == "Echo: through /mcp"
+    assert not bridged.is_error and bridged.content[0].text == "Echo: through the bridge"

@@ -48,7 +48,8 @@ async def gateway(served: Served) -> Served:
 
 @asynccontextmanager
 async def bridge(url: str, *flags: str, log: Path, env: dict[str, str] | None = None,
-                 message_handler: object = None) -> AsyncIterator[ClientSession]:
+                 message_handler: object = None,
+                 elicitation_callback: object = None) -> AsyncIterator[ClientSession]:
     """A session of the SDK's stdio client with ``toolmesh mcp serve --stdio -u URL FLAGS``
     (the console script, as a client's configuration names it; ``env`` as its "env" gives it);
     the bridge's stderr goes to ``log``."""
@@ -57,7 +58,8 @@ async def bridge(url: str, *flags: str, log: Path, env: dict[str, str] | None = 
                                    env=env or {})
     with log.open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), \
-                ClientSession(read, write, message_handler=message_handler) as session:
+                ClientSession(read, write, message_handler=message_handler,
+                              elicitation_callback=elicitation_callback) as session:
             await session.initialize()
             yield session
 
@@ -224,3 +226,23 @@ async def test_the_inspector_cli_lists_and_calls_through_the_stdio_bridge(
     assert not joke["isError"] and joke["content"][0]["text"].startswith("Hey trustgraph! ")
     assert "refused the request (401): the token is refused" in refused.error()
     assert "wrong-token-1234" not in refused.stderr
+
+
+async def test_a_call_that_needs_approval_asks_the_clients_person_through_the_bridge(
+        tmp_path: Path) -> None:
+    from tests.mcp_endpoint.test_mcp_approval import Person, yes
+
+    person = Person(yes(), mcp_types.ElicitResult(action="decline"))
+    async with toolmesh_serve(tmp_path, "--approval", "always") as served:
+        await _offered(served.url, "tell-joke")
+        async with bridge(served.url, log=tmp_path / "asking.log",
+                          elicitation_callback=person) as session:
+            approved = await session.call_tool("tell-joke", {"topic": "food"})
+            declined = await session.call_tool("tell-joke", {"topic": "cats"})
+        async with bridge(served.url, log=tmp_path / "mute.log") as session:
+            unasked = await session.call_tool("tell-joke", {"topic": "food"})
+    assert not approved.is_error and approved.content[0].text.startswith("Hey trustgraph! ")
+    assert declined.is_error and "declined" in declined.content[0].text
+    assert [('"food"' in p.message, '"cats"' in p.message) for p in person.asked] == [
+        (True, False), (False, True)]
+    assert unasked.is_error and "waits for a person's approval" in unasked.content[0].text

@@ -6,21 +6,28 @@ Requests on ``request:tg:tool-calls:{flow}``:
 * ``{"operation": "list", "workspace"?, "version"?}`` → ``{"workspace", "version", "tools":
   [{"name", "description", "inputSchema", "annotations"?}, ...]}``: the tools the agent offers there
   (:mod:`toolmesh.mcp_endpoint.catalog`);
-* ``{"operation": "call", "workspace"?, "name", "arguments", "user"?, "progress"?: true}`` →
-  with ``progress``, ``{"progress": {"progress", "total", "message"}, "end_of_stream":
-  false}`` for each report of the tool (an MCP server's progress; each piece of a streaming
-  tool service's answer, as ``message``), then ``{"text", "is_error"}``: what the tool
-  answered (whole), or why it failed.
+* ``{"operation": "call", "workspace"?, "name", "arguments", "user"?, "progress"?: true,
+  "ask"?: true, "approved"?: DIGEST, "key"?}`` → with ``progress``, ``{"progress": {"progress",
+  "total", "message"}, "end_of_stream": false}`` for each report of the tool (an MCP server's
+  progress; each piece of a streaming tool service's answer, as ``message``), then ``{"text",
+  "is_error"}``: what the tool answered (whole), or why it failed.
 
 A call goes the way a dialog's calls go (:class:`~toolmesh.agent.calls.ToolRunner`): the
 arguments are checked against the tool's schema, the agent's tool timeouts apply, and so do
-its metrics and traces. A tool whose approval policy asks a person (docs/approvals.md) is not
-run: no one stands behind such a call to approve it (its error says so).
+its metrics and traces; it carries an idempotency key (``key``, else one of its own). A tool
+whose approval policy asks a person (docs/approvals.md) runs only when the request carries
+``approved``: the digest of this very call (:func:`~toolmesh.approvals.digest.call_digest`),
+which the caller got from a person. A caller
+that can ask one (``ask``: the MCP endpoint, for a client that takes elicitations and a token
+that may ``approve``) is answered ``{"approval": {"tool", "arguments", "digest"}}`` instead of
+a result, and calls again with the digest once the person said yes; any other caller is told
+why the call did not run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,6 +37,7 @@ from toolmesh.agent.tally import DialogTally
 from toolmesh.agent.tools import Tool
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.approvals import Policy
+from toolmesh.approvals.digest import call_digest
 from toolmesh.bus.base import Bus
 from toolmesh.config.workspaces import request_workspace
 from toolmesh.errors import ServiceError
@@ -91,12 +99,22 @@ class ToolCallsService(Service):
             if streaming and message.get("message_type") == "progress":
                 await reply({"progress": message.get("progress"), "end_of_stream": False})
 
-        async def permit(tool: Tool, _: Any) -> str | None:
-            if tool.needs_approval(self.approval):
-                return (f"{ERROR}{tool.name!r} waits for a person's approval before each call "
-                        "(its approval policy); call it from a dialog, where someone can "
-                        "approve it")
-            return None
+        approved = request.get("approved")
+        asking: dict[str, Any] = {}
+
+        async def permit(tool: Tool, arguments: Any) -> str | None:
+            if not tool.needs_approval(self.approval):
+                return None
+            digest = call_digest(tool.name, arguments)
+            if approved == digest:
+                return None
+            if request.get("ask") is True:
+                asking.update(tool=tool.name, arguments=arguments, digest=digest)
+                return f"{ERROR}{tool.name!r} waits for a person's approval"
+            return (f"{ERROR}{tool.name!r} waits for a person's approval before each call "
+                    "(its approval policy), and no one could be asked: call it from an MCP "
+                    "client that takes questions (elicitation) with a token that may approve, "
+                    "or from a dialog")
 
         pieces = 0
 
@@ -106,9 +124,17 @@ class ToolCallsService(Service):
             await reply({"progress": {"progress": pieces, "total": None, "message": text},
                          "end_of_stream": False})
 
+        # an idempotency key of its own (the caller's, if it gave one): a tool service that
+        # gets this call twice from the bus can tell
+        key = request.get("key")
+        if not isinstance(key, str) or not key:
+            key = f"tool-calls/{uuid.uuid4().hex}"
         outcome = await self.runner.run(name, arguments, offered, user=user, emit=emit,
-                                        tally=DialogTally(), permit=permit,
+                                        tally=DialogTally(), key=key, permit=permit,
                                         parts=part if streaming else None)
+        if asking:
+            await reply({"approval": asking, "end_of_stream": True})
+            return
         text = outcome.observation
         if not outcome.ok and text.startswith(ERROR):
             text = text[len(ERROR):]

@@ -14,7 +14,8 @@ from the agent that holds the workspace's tools, over the bus (:mod:`.calls`):
   A call that asks for no progress is answered as one JSON body, without the SDK's session
   machinery (:mod:`.fast_calls`);
 * ``notifications/tools/list_changed`` to the sessions of a workspace whose tool items,
-  ``mcp`` items or announced services change.
+  ``mcp`` items or announced services change — on a session's stream (the ``initialize``
+  revisions) or a 2026-07-28 client's ``subscriptions/listen`` stream.
 
 The gateway's checks come first (Origin, Host, the bearer token; :mod:`toolmesh.gateway.access`);
 a session is bound to the token and the workspace that opened it.
@@ -36,11 +37,16 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types import INVALID_REQUEST
 
 from toolmesh import __version__
 from toolmesh.bus.base import Bus, Message, Subscription
 from toolmesh.config.service import CONFIG_PUSH_QUEUE
 from toolmesh.errors import MalformedMessage, RequestError
+from toolmesh.mcp_endpoint.approval import Ask, asker, defer
 from toolmesh.mcp_endpoint.asgi import serve
 from toolmesh.mcp_endpoint.calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
 from toolmesh.mcp_endpoint.fast_calls import SESSION_HEADER, FastCalls, parse
@@ -113,14 +119,18 @@ class McpEndpoint:
             response_queue=TOOL_CALLS_RESPONSE_QUEUE.replace(":default", f":{flow}"))
         self.server = Server("toolmesh", version=__version__,
                              instructions="The tools of a toolmesh workspace.",
-                             on_list_tools=self._list, on_call_tool=self._call)
+                             on_list_tools=self._list, on_call_tool=self._call,
+                             on_subscriptions_listen=self._listen)
+        #: workspace -> the 2026-07-28 listeners of its changes (``subscriptions/listen``)
+        self._listeners: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
         self._max_body = max_body
         self.manager: StreamableHTTPSessionManager | None = None
         self._running: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         #: workspace -> the connections that listed its tools (told when they change)
         self._sessions: dict[str, weakref.WeakSet[Any]] = {}
-        self._fast = FastCalls(self.call)
+        self._fast = FastCalls(lambda caller, name, arguments: self.call(
+            caller, name, arguments, ask=defer))
 
     async def start(self) -> None:
         await self._rpc.start()
@@ -210,6 +220,23 @@ class McpEndpoint:
                 await session.send_tool_list_changed()
             except Exception as e:  # a session that went away: nothing to tell
                 log.debug("could not tell a session its tools changed: %r", e)
+        listening = self._listeners.get(workspace)
+        if listening is not None:
+            await listening[0].publish(ToolsListChanged())
+
+    async def _listen(self, ctx: ServerRequestContext[Any, Any],
+                      params: mcp_types.SubscriptionsListenRequestParams,
+                      ) -> mcp_types.SubscriptionsListenResult:
+        """A 2026-07-28 client's ``subscriptions/listen``: the changes of its workspace only
+        (one fan-out per workspace, so no client hears of another's)."""
+        caller = _caller(ctx)
+        if caller.identity is not None and not caller.identity.reaches(caller.workspace):
+            raise MCPError(INVALID_REQUEST, "this caller may not listen here")
+        listening = self._listeners.get(caller.workspace)
+        if listening is None:
+            fanout = InMemorySubscriptionBus()
+            listening = self._listeners[caller.workspace] = (fanout, ListenHandler(fanout))
+        return await listening[1](ctx, params)
 
     async def _list(self, ctx: ServerRequestContext[Any, Any],
                     params: mcp_types.PaginatedRequestParams | None) -> mcp_types.ListToolsResult:
@@ -238,33 +265,50 @@ class McpEndpoint:
                 token, report["progress"], report.get("total"), report.get("message"),
                 related_request_id=ctx.request_id)
 
-        text, is_error = await self.call(_caller(ctx), params.name,
-                                         dict(params.arguments or {}),
-                                         progress=progress if token is not None else None)
+        caller = _caller(ctx)
+        text, is_error = await self.call(caller, params.name, dict(params.arguments or {}),
+                                         progress=progress if token is not None else None,
+                                         ask=asker(ctx, caller))
         return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
                                         is_error=is_error)
 
     async def call(self, caller: Caller, name: str, arguments: dict[str, Any], *,
                    progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-                   ) -> tuple[str, bool]:
+                   ask: Ask | None = None) -> tuple[str, bool]:
         """Call tool ``name`` as ``caller``, through the agent: its text and whether it failed.
-        ``progress``: told each progress report (``progress``, ``total``, ``message``)."""
+        ``progress``: told each progress report (``progress``, ``total``, ``message``);
+        ``ask``: asks the caller's person to approve a call that needs it (:mod:`.approval`;
+        ``None``: no one can be asked, the call is refused)."""
         if not caller.may_invoke:
             return "this token may not call tools (it lacks tools:invoke)", True
         body = {"operation": "call", "workspace": caller.workspace, "name": name,
-                "arguments": arguments, "progress": progress is not None}
-        final: dict[str, Any] = {}
+                "arguments": arguments, "progress": progress is not None,
+                "ask": ask is not None}
         try:
-            async for part in self._rpc.stream(body, timeout=CALL_TIMEOUT):
-                if part.get("end_of_stream") is False:
-                    report = part.get("progress") or {}
-                    if progress is not None and isinstance(report.get("progress"), int | float):
-                        await progress(report)
-                    continue
-                final = part
+            final = await self._stream(body, progress)
+            asked = final.get("approval")
+            if isinstance(asked, dict) and ask is not None:
+                refusal = await ask(asked)
+                if refusal is not None:
+                    return refusal, True
+                final = await self._stream({**body, "ask": False,
+                                            "approved": asked.get("digest")}, progress)
         except RequestError as e:
             return f"{e.type}: {e.message}", True
         return str(final.get("text") or ""), bool(final.get("is_error"))
+
+    async def _stream(self, body: dict[str, Any],
+                      progress: Callable[[dict[str, Any]], Awaitable[None]] | None,
+                      ) -> dict[str, Any]:
+        final: dict[str, Any] = {}
+        async for part in self._rpc.stream(body, timeout=CALL_TIMEOUT):
+            if part.get("end_of_stream") is False:
+                report = part.get("progress") or {}
+                if progress is not None and isinstance(report.get("progress"), int | float):
+                    await progress(report)
+                continue
+            final = part
+        return final
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:

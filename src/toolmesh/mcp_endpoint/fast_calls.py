@@ -12,9 +12,11 @@ call depends on nothing the session holds.
 So a POST is answered here when it is one ``tools/call`` request without a ``progressToken``,
 in a session the SDK opened for the same token and workspace, at a protocol revision whose
 call result has this shape (the ``MCP-Protocol-Version`` header names it: 2025-06-18 or
-2025-11-25). Its ``notifications/cancelled`` is taken here too. Everything else — the
-handshake, lists, calls that want progress, older or newer revisions, the GET stream, DELETE —
-goes to the SDK as before; this only learns from it which sessions it opened and ended.
+2025-11-25). Its ``notifications/cancelled`` is taken here too. A call that needs a person's
+approval goes to the SDK's path, which can ask (:mod:`.approval`), before it runs. Everything
+else — the handshake, lists, calls that want progress, older or newer revisions, the GET
+stream, DELETE — goes to the SDK as before; this only learns from it which sessions it opened
+and ended.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import orjson
 from aiohttp import web
 
 from toolmesh import json_codec
+from toolmesh.mcp_endpoint.approval import Deferred
 
 #: the revisions whose ``tools/call`` result this answers with (the header names one)
 REVISIONS = frozenset({"2025-06-18", "2025-11-25"})
@@ -100,6 +103,8 @@ class FastCalls:
         self._running[key] = task
         try:
             text, is_error = await task
+        except Deferred:  # it needs a person's approval: the SDK's path can ask
+            return None
         except asyncio.CancelledError:
             if not task.cancelled():  # our client hung up: the call goes with it
                 task.cancel()

@@ -12,7 +12,9 @@ serves, checked by the gateway as every other caller is:
   passed on when the tools did change (a config change that leaves them as they were is
   not);
 * a gateway that cannot be reached, refuses the token (401) or the workspace (403) is an MCP
-  error that says so and what to check; a tool's own failure stays a result with ``isError``.
+  error that says so and what to check; a tool's own failure stays a result with ``isError``;
+* the gateway's question about a call (a tool that waits for a person's approval) goes to the
+  client with that call, when the client takes form questions.
 
 The session with the gateway opens on the first request (the client's ``initialize`` is
 answered here, so a gateway that is down does not stop the client from starting) and
@@ -145,9 +147,12 @@ class Upstream:
     """
 
     def __init__(self, target: Target,
-                 on_notification: Callable[[object], Awaitable[None]]) -> None:
+                 on_notification: Callable[[object], Awaitable[None]],
+                 ask: Callable[..., Awaitable[Any]] | None = None) -> None:
         self.target = target
         self._on_notification = on_notification
+        #: where the gateway's questions go (elicitation; ``None``: the client takes none)
+        self.ask = ask
         self._lock = asyncio.Lock()
         self._session: ClientSession | None = None
         self._holder: asyncio.Task[None] | None = None
@@ -226,7 +231,8 @@ class Upstream:
                     streamable_http_client(self.target.url, http_client=http) as (read, write,
                                                                                   *_), \
                     ClientSession(read, write, read_timeout_seconds=LIST_TIMEOUT + MARGIN,
-                                  message_handler=self._on_message) as session:
+                                  message_handler=self._on_message,
+                                  elicitation_callback=self.ask) as session:
                 async with asyncio.timeout(OPEN_TIMEOUT):
                     found = await session.initialize()
                 log.info("connected to the gateway at %s (%s %s, protocol %s)", self.target.shown,
@@ -303,6 +309,8 @@ class StdioBridge:
             on_list_tools=self._list, on_call_tool=self._call)
         #: the stdio client's session once it listed the tools (whom to tell they changed)
         self._client: ServerSession | None = None
+        #: the calls under way: the gateway's question about one goes to the client with it
+        self._calls: list[ServerRequestContext[Any, Any]] = []
         #: the newest list the bridge saw (given to the client, or listed on the gateway's
         #: word that the tools changed): a change that leaves it as it was is not passed on
         self._listed: list[dict[str, Any]] | None = None
@@ -328,6 +336,7 @@ class StdioBridge:
     async def _list(self, ctx: ServerRequestContext[Any, Any],
                     params: mcp_types.PaginatedRequestParams | None) -> mcp_types.ListToolsResult:
         self._client = ctx.session
+        self._offer_questions(ctx.session)
         result = await self.upstream.run(lambda s: s.list_tools(params=params))
         self._listed = _tools(result)
         return result
@@ -335,6 +344,7 @@ class StdioBridge:
     async def _call(self, ctx: ServerRequestContext[Any, Any],
                     params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
         self._client = ctx.session
+        self._offer_questions(ctx.session)
         token = (ctx.meta or {}).get("progress_token")  # the SDK's mapping, Python's spelling
         report: Callable[[float, float | None, str | None], Awaitable[None]] | None = None
         if token is not None:
@@ -342,9 +352,34 @@ class StdioBridge:
                 await ctx.session.send_progress_notification(
                     token, progress, total, message, related_request_id=ctx.request_id)
 
-        return await self.upstream.run(lambda s: s.call_tool(
-            params.name, params.arguments, read_timeout_seconds=CALL_TIMEOUT + MARGIN,
-            progress_callback=report))
+        self._calls.append(ctx)
+        try:
+            return await self.upstream.run(lambda s: s.call_tool(
+                params.name, params.arguments, read_timeout_seconds=CALL_TIMEOUT + MARGIN,
+                progress_callback=report))
+        finally:
+            self._calls.remove(ctx)
+
+    def _offer_questions(self, client: ServerSession) -> None:
+        """The gateway may ask the client's person (a call that needs approval) when the
+        client takes form questions: said when the session with the gateway opens."""
+        elicitation = getattr(client.client_capabilities, "elicitation", None)
+        takes_forms = elicitation is not None and not (
+            elicitation.form is None and elicitation.url is not None)
+        self.upstream.ask = self._ask if takes_forms else None
+
+    async def _ask(self, context: Any, params: mcp_types.ElicitRequestParams,
+                   ) -> mcp_types.ElicitResult:
+        """The gateway's question, passed to the client with the call it is about. Only one
+        call may be under way to tell which (the gateway's question names its own request,
+        which the client never saw); with several, or a link to open, it is cancelled."""
+        if len(self._calls) != 1 or not isinstance(params, mcp_types.ElicitRequestFormParams):
+            log.info("a question of the gateway could not be put to the client: %d calls "
+                     "under way", len(self._calls))
+            return mcp_types.ElicitResult(action="cancel")
+        ctx = self._calls[0]
+        return await ctx.session.elicit_form(params.message, params.requested_schema,
+                                             related_request_id=ctx.request_id)
 
     async def _on_upstream(self, message: object) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
