@@ -111,3 +111,30 @@ async def test_a_cancelled_call_ends_at_once(tmp_path: Path) -> None:
     assert answer.status_code == 202 and "result" not in answer.text
     assert took < 2.5
     assert again.json()["result"]["content"][0]["text"] == "ok"
+
+
+async def test_a_client_that_hangs_up_after_each_answer_still_gets_json(tmp_path: Path) -> None:
+    """As curl does (a connection per request, closed once the answer is read): the session
+    it opened is known to the fast path although the gateway's handler is cancelled then."""
+    async with toolmesh_serve(tmp_path) as served, httpx2.AsyncClient(timeout=30) as http:
+        await _offered(served.url, "tell-joke")
+        host, port = served.url.split("//", 1)[1].rstrip("/").split(":")
+        body = json.dumps(INITIALIZE).encode()
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"POST /mcp HTTP/1.1\r\nHost: " + f"{host}:{port}".encode()
+                     + b"\r\nAccept: application/json, text/event-stream\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        answer = await reader.readuntil(b"\r\n0\r\n\r\n")  # the end of the chunked answer
+        writer.close()  # at once, as curl does
+        session = next(line.split(b":", 1)[1].strip().decode()
+                       for line in answer.split(b"\r\n")
+                       if line.lower().startswith(b"mcp-session-id:"))
+        headers = {**MCP_HEADERS, "mcp-session-id": session,
+                   "mcp-protocol-version": "2025-11-25"}
+        await asyncio.sleep(0.2)  # the gateway has noticed the hang-up
+        called = await http.post(served.url + "mcp", headers=headers, json={
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "tell-joke", "arguments": {"topic": "cats"}}})
+    assert called.headers["content-type"].startswith("application/json"), called.text
+    assert called.json()["result"]["content"][0]["text"].startswith("Hey trustgraph! ")

@@ -21,8 +21,12 @@ App = Callable[[Scope, Callable[[], Awaitable[Message]],
                 Callable[[Message], Awaitable[None]]], Awaitable[None]]
 
 
-async def serve(app: App, request: web.Request, *, extra: dict[str, Any]) -> web.StreamResponse:
-    """``app``'s answer to ``request``; ``extra``: put into the ASGI scope (who is calling)."""
+async def serve(app: App, request: web.Request, *, extra: dict[str, Any],
+                on_start: Callable[[web.StreamResponse], None] | None = None,
+                ) -> web.StreamResponse:
+    """``app``'s answer to ``request``; ``extra``: put into the ASGI scope (who is calling);
+    ``on_start``: told the response as its status and headers are known, before any of it is
+    sent (what runs after this returns may never run: a client that hangs up cancels it)."""
     body = await request.read()
     host, port = (request.transport.get_extra_info("sockname") or ("", 0))[:2] \
         if request.transport is not None else ("", 0)
@@ -58,6 +62,8 @@ async def serve(app: App, request: web.Request, *, extra: dict[str, Any]) -> web
             response = web.StreamResponse(status=message["status"])
             for name, value in message.get("headers", ()):
                 response.headers.add(_text(name), _text(value))
+            if on_start is not None:
+                on_start(response)
             if _is_stream(response):
                 response.enable_chunked_encoding()
             try:

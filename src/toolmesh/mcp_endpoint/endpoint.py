@@ -198,17 +198,22 @@ class McpEndpoint:
             if answered is not None:
                 return answered
         user = AuthenticatedUser(AccessToken(token="", client_id=owner, scopes=[]))
-        response = await serve(self.manager.handle_request, request,
-                               extra={CALLER: caller, "user": user})
-        # what the fast path needs to know of the SDK's sessions
-        session = response.headers.get(SESSION_HEADER) or request.headers.get(SESSION_HEADER)
-        if session is not None:
+
+        def learn(response: web.StreamResponse) -> None:
+            # what the fast path needs to know of the SDK's sessions (as the answer starts: a
+            # client that hangs up once it has its answer cancels what would come after)
+            session = response.headers.get(SESSION_HEADER) or request.headers.get(
+                SESSION_HEADER)
+            if session is None:
+                return
             if (response.status == 200 and isinstance(body, dict)
                     and body.get("method") == "initialize"):
                 self._fast.opened(session, owner)
             elif request.method == "DELETE" or response.status == 404:
                 self._fast.ended(session)
-        return response
+
+        return await serve(self.manager.handle_request, request,
+                           extra={CALLER: caller, "user": user}, on_start=learn)
 
     async def tools_changed(self, workspace: str) -> None:
         """Tell the sessions of ``workspace`` that its tools changed."""
