@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 
 from tests.dialogs.test_embedded_restart import _offered
 from tests.mcp_endpoint.test_endpoint import INITIALIZE, MCP_HEADERS
-from tests.servers import toolmesh_serve
+from tests.servers import Served, serving, toolmesh_serve
 
 SERVICES = Path(__file__).parent / "services"
 
@@ -43,19 +45,32 @@ def events(text: str) -> list[dict[str, Any]]:
     return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
 
 
+@pytest.fixture(scope="module")
+def speller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One ``toolmesh serve`` with the speller for the module's tests."""
+    with serving(tmp_path_factory.mktemp("speller"), "--tool-service", "speller:Speller",
+                 cwd=SERVICES) as served:
+        yield served
+
+
+@pytest.fixture
+async def opened(speller: Served) -> AsyncIterator[tuple[httpx2.AsyncClient, str, dict[str, str]]]:
+    """A client, the endpoint's URL, and the headers of a session it opened there."""
+    await _offered(speller.url, "spell")
+    async with httpx2.AsyncClient(timeout=30) as http:
+        url = speller.url + "mcp"
+        yield http, url, await open_session(http, url)
+
+
 async def test_a_call_without_progress_is_one_json_body_one_with_progress_a_stream(
-        tmp_path: Path) -> None:
-    async with toolmesh_serve(tmp_path, "--tool-service", "speller:Speller",
-                              cwd=SERVICES) as served, httpx2.AsyncClient(timeout=30) as http:
-        await _offered(served.url, "spell")
-        url = served.url + "mcp"
-        headers = await open_session(http, url)
-        plain = await http.post(url, json=call(2, "mcp"), headers=headers)
-        streamed = await http.post(url, json=call(3, "abc", progressToken="p"), headers=headers)
-        wrong = await http.post(url, json={**call(4, "x"), "params": {
-            "name": "spell", "arguments": {"word": 7}}}, headers=headers)
-        older = await http.post(url, json=call(5, "ok"), headers={
-            **headers, "mcp-protocol-version": "2025-03-26"})
+        opened: tuple[httpx2.AsyncClient, str, dict[str, str]]) -> None:
+    http, url, headers = opened
+    plain = await http.post(url, json=call(2, "mcp"), headers=headers)
+    streamed = await http.post(url, json=call(3, "abc", progressToken="p"), headers=headers)
+    wrong = await http.post(url, json={**call(4, "x"), "params": {
+        "name": "spell", "arguments": {"word": 7}}}, headers=headers)
+    older = await http.post(url, json=call(5, "ok"), headers={
+        **headers, "mcp-protocol-version": "2025-03-26"})
     assert plain.status_code == 200
     assert plain.headers["content-type"].startswith("application/json")
     assert plain.headers["mcp-session-id"] == headers["mcp-session-id"]
@@ -75,38 +90,32 @@ async def test_a_call_without_progress_is_one_json_body_one_with_progress_a_stre
     assert events(older.text)[-1]["result"]["content"][0]["text"] == "ok"
 
 
-async def test_sessions_the_sdk_did_not_open_or_ended_are_not_answered(tmp_path: Path) -> None:
-    async with toolmesh_serve(tmp_path, "--tool-service", "speller:Speller",
-                              cwd=SERVICES) as served, httpx2.AsyncClient(timeout=30) as http:
-        await _offered(served.url, "spell")
-        url = served.url + "mcp"
-        headers = await open_session(http, url)
-        made_up = await http.post(url, json=call(2, "no"), headers={
-            **headers, "mcp-session-id": "0123456789abcdef0123456789abcdef"})
-        ended = await http.delete(url, headers=headers)
-        after = await http.post(url, json=call(3, "no"), headers=headers)
+async def test_sessions_the_sdk_did_not_open_or_ended_are_not_answered(
+        opened: tuple[httpx2.AsyncClient, str, dict[str, str]]) -> None:
+    http, url, headers = opened
+    made_up = await http.post(url, json=call(2, "no"), headers={
+        **headers, "mcp-session-id": "0123456789abcdef0123456789abcdef"})
+    ended = await http.delete(url, headers=headers)
+    after = await http.post(url, json=call(3, "no"), headers=headers)
     assert made_up.status_code == 404 and "result" not in made_up.text
     assert ended.status_code == 200
     assert after.status_code == 404 and "result" not in after.text
 
 
-async def test_a_cancelled_call_ends_at_once(tmp_path: Path) -> None:
-    async with toolmesh_serve(tmp_path, "--tool-service", "speller:Speller",
-                              cwd=SERVICES) as served, httpx2.AsyncClient(timeout=30) as http:
-        await _offered(served.url, "spell")
-        url = served.url + "mcp"
-        headers = await open_session(http, url)
-        began = time.monotonic()
-        # 400 letters, 10 ms each: four seconds unless cancelled
-        slow = asyncio.create_task(http.post(url, json=call(7, "z" * 400), headers=headers))
-        await asyncio.sleep(0.5)
-        cancelled = await http.post(url, json={
-            "jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": 7, "reason": "changed my mind"}}, headers=headers)
-        answer = await slow
-        took = time.monotonic() - began
-        # the session goes on: the same request id may be used again
-        again = await http.post(url, json=call(7, "ok"), headers=headers)
+async def test_a_cancelled_call_ends_at_once(
+        opened: tuple[httpx2.AsyncClient, str, dict[str, str]]) -> None:
+    http, url, headers = opened
+    began = time.monotonic()
+    # 400 letters, 10 ms each: four seconds unless cancelled
+    slow = asyncio.create_task(http.post(url, json=call(7, "z" * 400), headers=headers))
+    await asyncio.sleep(0.5)
+    cancelled = await http.post(url, json={
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "changed my mind"}}, headers=headers)
+    answer = await slow
+    took = time.monotonic() - began
+    # the session goes on: the same request id may be used again
+    again = await http.post(url, json=call(7, "ok"), headers=headers)
     assert cancelled.status_code == 202
     assert answer.status_code == 202 and "result" not in answer.text
     assert took < 2.5

@@ -19,9 +19,9 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from tests.dialogs.test_embedded_restart import _offered
 from tests.gateway.test_scoped_tokens import ADMIN
 from tests.mcp_endpoint.inspector import inspector_cli
-from tests.dialogs.test_embedded_restart import _offered
 from tests.mcp_endpoint.test_endpoint import _offered_with
 from tests.processes import console_script, run_toolmesh
 from tests.servers import Served, serving, toolmesh_serve
