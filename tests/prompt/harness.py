@@ -17,7 +17,7 @@ from toolmesh import RequestClient, Service, ServiceError
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import ConfigService
 from toolmesh.config.store import open_store
-from toolmesh.prompt import PromptClient, PromptService
+from toolmesh.prompt import PromptClient, PromptService, RenderLimits
 from toolmesh.rpc.service import Reply
 
 TIMEOUT = 10  # generous deadline for answers that must come
@@ -83,11 +83,12 @@ class Stack:
 
 
 @asynccontextmanager
-async def prompt_stack(backend: Backend, tmp_path: Path, *,
-                       hears_pushes: bool = True) -> AsyncIterator[Stack]:
+async def prompt_stack(backend: Backend, tmp_path: Path, *, hears_pushes: bool = True,
+                       render_limits: RenderLimits | None = None) -> AsyncIterator[Stack]:
     """A :class:`Stack` on queues of its own (config queues included, so tests never see each
     other's config). ``hears_pushes=False``: the prompt service listens for config pushes on
-    a queue nothing sends to, so it reads config only when it asks for it."""
+    a queue nothing sends to, so it reads config only when it asks for it. ``render_limits``:
+    the prompt service's (default: its own)."""
     topic = backend.topic("prompt")
     config_queues = {**queues(topic, "config"), "push_queue": f"notify:tg:{topic}-config"}
     watched = config_queues if hears_pushes else {
@@ -97,7 +98,8 @@ async def prompt_stack(backend: Backend, tmp_path: Path, *,
     service = PromptService(
         await backend.connect(), **prompt_queues, config_queues=watched,
         text_completion_request_queue=llm_queues["request_queue"],
-        text_completion_response_queue=llm_queues["response_queue"])
+        text_completion_response_queue=llm_queues["response_queue"],
+        render_limits=render_limits)
     llm = FakeTextCompletion(await backend.connect(), queues=llm_queues)
     async with ConfigService(await backend.connect(), store, **config_queues), llm, service, \
             PromptClient(await backend.connect(), **prompt_queues) as client, \

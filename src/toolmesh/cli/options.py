@@ -129,6 +129,35 @@ STREAM_BOUNDS = (
           "characters of a streamed answer held that go out at once, however soon"),
 )
 
+#: one per field of :class:`toolmesh.prompt.sandbox.RenderLimits`: what rendering one prompt
+#: template may cost (docs/security.md)
+PROMPT_BOUNDS = (
+    Bound("--prompt-render-timeout", "TOOLMESH_PROMPT_RENDER_TIMEOUT", float, 2.0,
+          "seconds a prompt template may take to compile and render; then its worker process "
+          "is killed and the request fails with a prompt-error"),
+    Bound("--prompt-max-size", "TOOLMESH_PROMPT_MAX_SIZE", int, 2_000_000,
+          "characters a rendered prompt may have, and items a string, list or number built in "
+          "a template may hold"),
+    Bound("--prompt-max-range", "TOOLMESH_PROMPT_MAX_RANGE", int, 10_000,
+          "items a range() in a prompt template may have"),
+    Bound("--prompt-max-memory", "TOOLMESH_PROMPT_MAX_MEMORY", int, 512,
+          "MiB of memory a prompt render worker may take beyond its own; 0: no limit"),
+    Bound("--prompt-workers", "TOOLMESH_PROMPT_WORKERS", int, 2,
+          "processes rendering prompt templates at once; one workspace may use all but one"),
+)
+
+
+def add_prompt(parser: argparse.ArgumentParser) -> None:
+    """The prompt service's render limits."""
+    add_bounds(parser, PROMPT_BOUNDS)
+
+
+def prompt_limits(args: argparse.Namespace) -> dict[str, int | float]:
+    """The parsed :data:`PROMPT_BOUNDS` as the fields of ``RenderLimits``."""
+    return {bound.dest.removeprefix("prompt_").replace("render_", ""): getattr(args, bound.dest)
+            for bound in PROMPT_BOUNDS}
+
+
 DRAIN_TIMEOUT = Bound("--drain-timeout", "TOOLMESH_DRAIN_TIMEOUT", float, 10,
                       "on SIGTERM, seconds the requests in hand get to finish before they are "
                       "cancelled with an error reply")

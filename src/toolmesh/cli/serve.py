@@ -53,6 +53,7 @@ def add_parsers(commands: Any) -> None:
     options.add_gateway(p, startup_grace=0.0)
     options.add_llm(p)
     options.add_agent(p)
+    options.add_prompt(p)
     options.add_tool_calling(p)
     options.add_streaming(p)
     options.add_mcp_stdio(p)
@@ -98,7 +99,7 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
     "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_tool_calling,
                                             options.add_streaming,
                                             options.add_flow, _agent_announcements)),
-    "prompt": ("the prompt service: templates completed by the LLM", ()),
+    "prompt": ("the prompt service: templates completed by the LLM", (options.add_prompt,)),
     "text-completion": ("the LLM service: an OpenAI-compatible API, or the offline demo model",
                         (options.add_llm, options.add_tool_calling, options.add_streaming)),
     "mcp-tool": ("the MCP tool service of a flow: calls the tools of MCP servers",
@@ -243,9 +244,9 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         return TextCompletionService(bus, provider, coalescing=_coalescing(args),
                                      tool_calling=args.tool_calling)
     if part == "prompt":
-        from toolmesh.prompt import PromptService
+        from toolmesh.prompt import PromptService, RenderLimits
 
-        return PromptService(bus)
+        return PromptService(bus, render_limits=RenderLimits(**options.prompt_limits(args)))
     if part == "mcp-tool":
         from toolmesh.mcp import McpToolService
 

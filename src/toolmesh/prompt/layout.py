@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -39,6 +39,7 @@ from toolmesh.prompt.templates import (
     TEMPLATE_PREFIX,
     PromptError,
     PromptTemplate,
+    compile_check,
     system_from_config,
 )
 
@@ -74,16 +75,20 @@ def template_key(key: str) -> str | None:
 
 
 def load(items: Mapping[str, str], *, version: int, workspace: str,
-         previous: Prompts = SHIPPED) -> Prompts:
+         previous: Prompts = SHIPPED,
+         check: Callable[[str, str, str], None] = compile_check) -> Prompts:
     """The prompts ``items`` (a workspace's ``prompt`` items) describe.
 
     A value that does not parse is logged and changes nothing: its template (or the system
     prompt) stays as it was in ``previous``, or as shipped; every other item still applies.
+    ``check(owner, part, source)`` compiles each template text, raising :class:`PromptError`
+    if it does not: in this process by default; the prompt service passes the outcome of
+    compiling them in its render workers, since compiling a hostile template can take seconds.
     """
     system = DEFAULT_SYSTEM
     if SYSTEM_KEY in items:
         try:
-            system = system_from_config(items[SYSTEM_KEY])
+            system = system_from_config(items[SYSTEM_KEY], check=check)
         except PromptError as e:
             system = previous.system
             _not_applied(SYSTEM_KEY, version, workspace, "keeping the system prompt it had",
@@ -106,7 +111,11 @@ def load(items: Mapping[str, str], *, version: int, workspace: str,
     configured = dict(DEFAULT_TEMPLATES)
     for id, key in sources.items():
         try:
-            configured[id] = PromptTemplate.from_config(id, items[key])
+            template = PromptTemplate.from_config(id, items[key], checked=True)
+            owner = f"template {id!r}"
+            check(owner, "system", template.system)
+            check(owner, "prompt", template.prompt)
+            configured[id] = template
         except PromptError as e:
             kept = previous.configured.get(id)
             if kept is not None:
@@ -114,9 +123,8 @@ def load(items: Mapping[str, str], *, version: int, workspace: str,
             _not_applied(key, version, workspace,
                          "keeping the template it had" if kept else "no such template",
                          e.message)
-    # A template's own system prompt wins; the others get the workspace's. Compiling again
-    # cannot fail: the system prompt compiled on its own above.
-    templates = {id: t if t.system or not system else replace(t, system=system)
+    # A template's own system prompt wins; the others get the workspace's (checked above).
+    templates = {id: t if t.system or not system else replace(t, system=system, checked=True)
                  for id, t in configured.items()}
     return Prompts(version=version, system=system, configured=MappingProxyType(configured),
                    templates=MappingProxyType(templates))

@@ -53,6 +53,8 @@ from toolmesh.llm.chat import (
 from toolmesh.llm.service import completion_of
 from toolmesh.llm.usage import record
 from toolmesh.prompt.layout import SHIPPED, Prompts, load
+from toolmesh.prompt.renderer import RenderPool
+from toolmesh.prompt.sandbox import RenderLimits
 from toolmesh.prompt.templates import (
     CONFIG_TYPE,
     PromptError,
@@ -156,6 +158,10 @@ class PromptService(Service):
     apply. A template of response-type ``json`` is answered in one response even when
     streaming is asked for, because only the whole answer can be checked to be JSON.
     ``workspace``: the one of requests that name none.
+
+    Config templates are compiled and rendered in worker processes (:mod:`.renderer`), never
+    on this service's event loop, within ``render_limits`` (time, size, memory): a template
+    that passes one fails with a prompt-error naming it, and other workspaces' requests go on.
     """
 
     error_type = "prompt-error"
@@ -174,6 +180,7 @@ class PromptService(Service):
         id: str = "prompt",
         concurrency: int = DEFAULT_CONCURRENCY,
         timeout: float = 600.0,
+        render_limits: RenderLimits | None = None,
     ) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=id, concurrency=concurrency)
@@ -189,6 +196,7 @@ class PromptService(Service):
         #: workspace -> its prompts (each request is served from its own workspace's)
         self._workspaces: dict[str, Prompts] = {}
         self._config_applied = asyncio.Condition()
+        self._renderer = RenderPool(limits=render_limits)
 
     @property
     def templates(self) -> Mapping[str, PromptTemplate]:
@@ -221,6 +229,7 @@ class PromptService(Service):
         If the config service is not up, this returns after ``config_timeout`` and serves the
         shipped templates until the config service answers.
         """
+        await self._renderer.start()
         await self._llm.start()
         await self._watcher.start()
         await super().start()
@@ -230,15 +239,41 @@ class PromptService(Service):
         await super().stop()
         await self._watcher.stop()
         await self._llm.stop()
+        await self._renderer.stop()
 
     def error_response(self, error: dict[str, str]) -> dict[str, Any]:
         return {**response(), "error": error}
 
     async def _apply_config(self, snapshot: ConfigSnapshot) -> None:
         workspace = snapshot.workspace
-        prompts = load(snapshot.of(CONFIG_TYPE), version=snapshot.version, workspace=workspace,
-                       previous=self._workspaces.get(workspace, SHIPPED))
+        items = snapshot.of(CONFIG_TYPE)
+        previous = self._workspaces.get(workspace, SHIPPED)
+        # Compiling a hostile text can take seconds: the texts are compiled by a render worker
+        # (those already compiled in the previous version are known good), then loaded.
+        known = {t.prompt for t in previous.configured.values()} | {
+            t.system for t in previous.configured.values()} | {previous.system}
+        sources: dict[str, tuple[str, str, str]] = {}
+
+        def collect(owner: str, part: str, source: str) -> None:
+            if source not in known:
+                sources.setdefault(source, (owner, part, source))
+
+        load(items, version=snapshot.version, workspace=workspace, previous=previous,
+             check=collect)
+        errors = await self._renderer.check(list(sources.values()), tenant=workspace)
+        broken = {source: error for source, error in zip(sources, errors, strict=True)
+                  if error is not None}
+
+        def check(owner: str, part: str, source: str) -> None:
+            if (error := broken.get(source)) is not None:
+                # the message names the item it was first found in; name this one
+                raise PromptError(error.replace(sources[source][0], owner, 1))
+
+        prompts = load(items, version=snapshot.version, workspace=workspace, previous=previous,
+                       check=check)
         async with self._config_applied:
+            if prompts.version < self._workspaces.get(workspace, SHIPPED).version:
+                return  # a newer version was applied while this one was being compiled
             self._workspaces[workspace] = prompts
             self._config_applied.notify_all()
         log.info("config version %d: prompt templates of workspace %r: %s; system prompt %s",
@@ -293,7 +328,8 @@ class PromptService(Service):
         # the same parsing as a stored item's value: a draft is refused as a put would make
         # the prompt service refuse it
         template = PromptTemplate.from_config(id if isinstance(id, str) and id else "draft",
-                                              json.dumps(draft, ensure_ascii=False))
+                                              json.dumps(draft, ensure_ascii=False),
+                                              checked=True)  # compiled when rendered
         system = (await self._prompts(workspace)).system
         return template if template.system or not system else replace(template, system=system)
 
@@ -302,7 +338,8 @@ class PromptService(Service):
             template = await self._draft(workspace, request)
         else:
             template = await self._template(workspace, request.get("id"))
-        system, prompt = template.render(request_variables(request))
+        system, prompt = await self._renderer.render(template, request_variables(request),
+                                                     tenant=workspace)
         await reply({**response(), "system": system, "prompt": prompt})
 
     async def _chat(self, workspace: str, request: Mapping[str, Any], reply: Reply) -> None:
@@ -311,7 +348,8 @@ class PromptService(Service):
         chat = _chat_request(request)
         if request.get("id") is not None:
             template = await self._template(workspace, request.get("id"))
-            system, prompt = template.render(request_variables(request))
+            system, prompt = await self._renderer.render(template, request_variables(request),
+                                                         tenant=workspace)
             instructions = "\n\n".join(part for part in (system, prompt) if part)
             chat = replace(chat, messages=(ChatMessage(role="system", content=instructions),
                                            *chat.messages))
@@ -352,7 +390,8 @@ class PromptService(Service):
             await self._chat(workspace, request, reply)
             return
         template = await self._template(workspace, request.get("id"))
-        system, prompt = template.render(request_variables(request))
+        system, prompt = await self._renderer.render(template, request_variables(request),
+                                                     tenant=workspace)
         streaming = request.get("streaming") is True and template.response_type == "text"
         body = {"system": system, "prompt": prompt, "streaming": streaming,
                 **limits_to_wire(**_limits(request))}

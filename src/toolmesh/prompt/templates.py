@@ -9,20 +9,27 @@ item gives which template, and applies the workspace's ``system`` item.
 Rendering runs in a sandboxed Jinja2 environment because config templates are written by
 whoever can put config, not by us. A missing variable is an error that names it (rather than
 silently rendering an empty string into the LLM's prompt), output is not HTML-escaped (it
-is a prompt, not a web page) and a trailing newline is kept as written.
+is a prompt, not a web page) and a trailing newline is kept as written. What a render may
+cost is bounded (:mod:`toolmesh.prompt.sandbox`); the prompt service renders in worker
+processes with a time limit (:mod:`toolmesh.prompt.renderer`), never on its event loop.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal, get_args
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
 from toolmesh.errors import ToolmeshError
+from toolmesh.prompt.sandbox import (
+    BoundedEnvironment,
+    LimitExceeded,
+    RenderLimits,
+    render_bounded,
+)
 from toolmesh.schema.json_text import JsonTextError, loads
 
 ResponseType = Literal["text", "json"]
@@ -50,14 +57,26 @@ def tojson(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
-                               keep_trailing_newline=True)
+def _environment(limits: RenderLimits) -> BoundedEnvironment:
+    env = BoundedEnvironment(limits=limits)
     env.filters["tojson"] = tojson
     return env
 
 
-_ENV = _environment()
+_ENV = _environment(RenderLimits())
+
+
+def set_limits(limits: RenderLimits) -> None:
+    """Render this process's templates within ``limits`` from now on (the render worker's
+    start; templates compiled before keep the environment they were compiled in)."""
+    global _ENV
+    _ENV = _environment(limits)
+
+
+def compile_check(owner: str, part: str, source: str) -> None:
+    """:class:`PromptError` if ``source`` does not compile; what :func:`toolmesh.prompt.layout.load`
+    checks each text with when it is not given a check of its own."""
+    _compile(owner, part, source)
 
 
 def _compile(owner: str, part: str, source: str) -> jinja2.Template:
@@ -79,33 +98,52 @@ def _compile(owner: str, part: str, source: str) -> jinja2.Template:
 @dataclass(frozen=True, kw_only=True)
 class PromptTemplate:
     """One prompt template. Constructing it compiles both texts, so a syntax error surfaces
-    here (as :class:`PromptError`) and not on the first request."""
+    here (as :class:`PromptError`) and not on the first request — unless ``checked`` says
+    they were compiled already elsewhere (the prompt service compiles config templates in its
+    render workers, off its event loop); then they compile at the first :meth:`render`."""
 
     id: str
     prompt: str
     system: str = ""
     response_type: ResponseType = "text"
-    _compiled: tuple[jinja2.Template, jinja2.Template] = field(
-        init=False, repr=False, compare=False)
+    checked: InitVar[bool] = False
+    _compiled: list[tuple[jinja2.Template, jinja2.Template]] = field(
+        init=False, repr=False, compare=False, default_factory=list)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, checked: bool) -> None:
         if self.response_type not in RESPONSE_TYPES:
             raise PromptError(f"template {self.id!r}: response-type must be one of "
                               f"{', '.join(RESPONSE_TYPES)}, not {self.response_type!r}")
-        owner = f"template {self.id!r}"
-        compiled = (_compile(owner, "system", self.system),
-                    _compile(owner, "prompt", self.prompt))
-        object.__setattr__(self, "_compiled", compiled)
+        if not checked:
+            self._compile()
+
+    def _compile(self) -> tuple[jinja2.Template, jinja2.Template]:
+        if not self._compiled:
+            owner = f"template {self.id!r}"
+            self._compiled.append((_compile(owner, "system", self.system),
+                                   _compile(owner, "prompt", self.prompt)))
+        return self._compiled[0]
 
     def render(self, variables: Mapping[str, Any]) -> tuple[str, str]:
-        """``(system, prompt)`` with ``variables`` filled in; :class:`PromptError` if one is
-        missing or the template fails."""
-        system, prompt = self._compiled
+        """``(system, prompt)`` with ``variables`` filled in, in this process (the prompt
+        service renders in worker processes: :mod:`toolmesh.prompt.renderer`);
+        :class:`PromptError` if one is missing, the template fails or exceeds its
+        :class:`~toolmesh.prompt.sandbox.RenderLimits` (those of :func:`set_limits`)."""
+        system, prompt = self._compile()
+        limits = _ENV.limits
+        variables = dict(variables)
         try:
-            return system.render(variables), prompt.render(variables)
+            return (render_bounded(system, variables, limits=limits),
+                    render_bounded(prompt, variables, limits=limits))
         except jinja2.UndefinedError as e:
             raise PromptError(f"template {self.id!r}: {e.message} "
                               f"(variables given: {', '.join(sorted(variables)) or 'none'})"
+                              ) from None
+        except LimitExceeded as e:
+            raise PromptError(f"template {self.id!r} is too costly to render: {e}") from None
+        except MemoryError:
+            raise PromptError(f"template {self.id!r} is too costly to render: it needs more "
+                              f"than {limits.max_memory} MiB of memory (--prompt-max-memory)"
                               ) from None
         except jinja2.TemplateError as e:  # SecurityError, a failing filter...
             raise PromptError(f"template {self.id!r} failed: {e.message or type(e).__name__}"
@@ -115,10 +153,10 @@ class PromptTemplate:
             raise PromptError(f"template {self.id!r} failed: {type(e).__name__}: {e}") from None
 
     @classmethod
-    def from_config(cls, id: str, value: str) -> PromptTemplate:
+    def from_config(cls, id: str, value: str, *, checked: bool = False) -> PromptTemplate:
         """Parse the value of config item ``prompt/template.<id>`` (or ``prompt/<id>``);
         unknown fields are ignored (so that TrustGraph's ``schema`` and ``id`` fields, which
-        toolmesh does not use, do no harm)."""
+        toolmesh does not use, do no harm). ``checked``: as for the class."""
         if not isinstance(value, str):
             raise PromptError(f"template {id!r}: the config value must be JSON text, "
                               f"not {type(value).__name__}")
@@ -140,13 +178,16 @@ class PromptTemplate:
         if not isinstance(system, str):
             raise PromptError(f"template {id!r}: 'system' must be a string, not {json.dumps(system)}")
         response_type = raw.get("response-type") or "text"
-        return cls(id=id, prompt=prompt, system=system, response_type=response_type)
+        return cls(id=id, prompt=prompt, system=system, response_type=response_type,
+                   checked=checked)
 
 
-def system_from_config(value: Any) -> str:
+def system_from_config(value: Any, *,
+                       check: Callable[[str, str, str], None] = compile_check) -> str:
     """Parse the value of config item ``prompt/system``: JSON text of a string, as
     ``tg-set-prompt --system`` writes it (``null`` is no system prompt). It is a template too
-    (TrustGraph renders it with the request's variables), so a syntax error surfaces here."""
+    (TrustGraph renders it with the request's variables), so a syntax error surfaces here
+    (``check``: how it is compiled, :func:`compile_check` by default)."""
     if not isinstance(value, str):
         raise PromptError(f"the system prompt must be JSON text, not {type(value).__name__}")
     try:
@@ -158,7 +199,7 @@ def system_from_config(value: Any) -> str:
         return ""
     if not isinstance(raw, str):
         raise PromptError(f"the system prompt must be a JSON string, not {type(raw).__name__}")
-    _compile(f"{CONFIG_TYPE}/{SYSTEM_KEY}", "the system prompt", raw)
+    check(f"{CONFIG_TYPE}/{SYSTEM_KEY}", "the system prompt", raw)
     return raw
 
 
