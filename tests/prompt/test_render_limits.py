@@ -190,8 +190,10 @@ async def test_through_toolmesh_serve_a_config_writer_cannot_stall_the_gateway(
                             "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"):
                 draft = asyncio.create_task(send({"operation": "render", "id": "evil",
                                                   "template": {"prompt": hostile}}, writer_a))
-                b_latencies = await while_running(draft, b, at_least=10)
-                health_latencies = await while_running(draft, health, at_least=10)
+                # both at once, for as long as the hostile draft renders
+                b_latencies, health_latencies = await asyncio.gather(
+                    while_running(draft, b, at_least=10),
+                    while_running(draft, health, at_least=10))
                 status, body = await draft
                 print(f"\n{hostile[:40]!r}: b p99 {p99(b_latencies) * 1000:.1f} ms "
                       f"({len(b_latencies)}), health p99 {p99(health_latencies) * 1000:.1f} ms "
