@@ -279,3 +279,28 @@ async def test_prompt_and_text_completion_tools(backend: Backend, tmp_path: Path
         messages = await s.ask("go")
     assert observations(messages) == ["short version of a long story", "42"]
     assert answer_of(messages) == "a long story / 42"
+
+
+async def test_a_call_of_a_tool_whose_mcp_server_is_down_is_told_why(
+        backend: Backend, tmp_path: Path) -> None:
+    # the tool is left out of the offer (its server cannot be reached); a model that calls it
+    # anyway learns why, not that there is no such tool
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    llm = ScriptedLLM(["Thought: t\nAction: clock\nArgs: {}",
+                       "Thought: t\nFinal Answer: no clock"])
+    async with agent_stack(backend, tmp_path, llm) as s:
+        await s.load_jokes()
+        await s.put({("mcp", "clock"): {"url": f"http://127.0.0.1:{port}/mcp",
+                                        "remote-name": "now"},
+                     ("tool", "clock"): {"type": "mcp-tool", "name": "clock",
+                                         "description": "Tell the time", "mcp-tool": "clock"}})
+        messages = await s.ask("What time is it?")
+    (observation,) = observations(messages)
+    assert observation.startswith(
+        f"Error: the tool 'clock' cannot be used now: cannot connect to MCP server 'clock' at "
+        f"http://127.0.0.1:{port}/mcp: it cannot be reached"), observation
+    assert observation.endswith("Available tools: 'tell-joke'.")

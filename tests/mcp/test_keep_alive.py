@@ -18,6 +18,7 @@ import pytest
 from tests.mcp.servers import start_server
 from tests.mcp.test_sessions import Target
 from toolmesh.mcp import SessionPool, transports
+from toolmesh.mcp.addresses import DEFAULT_POLICY
 from toolmesh.mcp.transports import _FinishOnClose
 
 #: how the test server answers: (transport, its extra command-line arguments)
@@ -193,9 +194,11 @@ async def test_sessions_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -
         return real(**options)
 
     monkeypatch.setattr(httpx2, "AsyncClient", spy)
-    make = transports._client_factory(transports.HttpWatch())
+    backend = transports.GuardedBackend(DEFAULT_POLICY, "any")
+    make = transports._client_factory(transports.HttpWatch(), backend)
     for client in (make(), make(headers={"Authorization": "Bearer t"})):
         await client.aclose()
-    context = made[0]["verify"]
-    assert made[1]["verify"] is context is transports.tls_context()
+    contexts = [options["transport"]._pool._ssl_context for options in made]
+    context = contexts[0]
+    assert context is contexts[1] is transports.tls_context()
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname  # still checked

@@ -259,6 +259,7 @@ async def test_the_bearer_token_is_sent_and_never_shown(
             await pool.call_tool(bad, {}, timeout=30)
         assert "cannot connect to MCP server 'intruder'" in refused.value.message
         assert "HTTP 401" in refused.value.message and "auth-token" in refused.value.message
+        assert "refused the token" in refused.value.message
 
         await t.process.kill()
         with pytest.raises(McpError) as lost:
@@ -272,15 +273,36 @@ async def test_the_bearer_token_is_sent_and_never_shown(
         assert "s3cr3t-t0ken" not in text and "wr0ng-t0ken" not in text
 
 
-async def test_unreachable_servers_get_messages_a_user_can_act_on(pool: SessionPool) -> None:
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+async def test_the_auth_token_wins_over_credentials_in_the_url(pool: SessionPool,
+                                                               transport: str) -> None:
+    # httpx sends a URL's user:password as Basic auth in place of the default header: the
+    # server then refused the token it never got
+    t = await make_target(transport, token="s3cr3t-t0ken")
+    assert t.process is not None
+    try:
+        url = t.process.url.replace("http://", "http://user:pa55@")
+        server = t.tool("whoami_digest", url=url, **{"auth-token": "s3cr3t-t0ken"})
+        assert (await pool.call_tool(server, {}, timeout=30)).text \
+            == hashlib.sha256(b"Bearer s3cr3t-t0ken").hexdigest()
+    finally:
+        await t.process.stop()
+
+
+async def test_unreachable_servers_get_messages_a_user_can_act_on(
+        pool: SessionPool, caplog: pytest.LogCaptureFixture) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     gone = McpServer.from_config("gone", {"url": f"http://127.0.0.1:{port}/mcp"})
     with pytest.raises(McpError) as e:
         await pool.call_tool(gone, {}, timeout=10)
-    assert e.value.message.startswith(
-        f"cannot connect to MCP server 'gone' at http://127.0.0.1:{port}/mcp: connection refused")
+    # what is (not) listening is not told (mcp/addresses.py): only the operator's log says
+    assert e.value.message == (
+        f"cannot connect to MCP server 'gone' at http://127.0.0.1:{port}/mcp: it cannot be "
+        "reached as an MCP server this item may use (the operator's log says why); check the "
+        "item's url, or ask the operator")
+    assert "connection refused" in caplog.text
 
     ghost = McpServer.from_config("ghost", {"transport": "stdio", "command": "/nonexistent/mcp"})
     with pytest.raises(McpError) as e:

@@ -31,6 +31,17 @@ Permit = Callable[[Tool, Any], Awaitable[str | None]]
 Ask = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
+class Offered(dict[str, Tool]):
+    """The tools a step offers, by name, and (:attr:`left_out`) the tools it does not offer
+    because they cannot work now, with why: a call of one is told why, not that there is no
+    such tool (its MCP server cannot be reached, refused the token...)."""
+
+    def __init__(self, tools: Mapping[str, Tool], *,
+                 left_out: Mapping[str, str] | None = None) -> None:
+        super().__init__(tools)
+        self.left_out: dict[str, str] = dict(left_out or {})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     """What one call came to: the observation, and whether the tool ran and succeeded."""
@@ -57,6 +68,13 @@ class ToolRunner:
         ``ask``: where the questions of the tool's server go (elicitation); ``parts``: where
         the pieces of a streamed answer go as they come."""
         tool = offered.get(name)
+        left_out = offered.left_out if isinstance(offered, Offered) else {}
+        if tool is None and name in left_out:
+            metrics.tool_call(tool=name, type="", outcome="unavailable", seconds=None)
+            names = ", ".join(repr(n) for n in offered) or "none"
+            return Outcome(observation=f"Error: the tool {name!r} cannot be used now: "
+                                       f"{left_out[name]}. Available tools: {names}.",
+                           ok=False)
         if tool is None:
             # the name the LLM made up is no label: a model could invent one per call
             metrics.tool_call(tool="", type="", outcome="unknown-tool", seconds=None)

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from toolmesh.agent.action import tool_call_message
 from toolmesh.agent.approving import DEFAULT_APPROVAL_TIMEOUT, DialogApprovals
-from toolmesh.agent.calls import Emit, ToolRunner
+from toolmesh.agent.calls import Emit, Offered, ToolRunner
 from toolmesh.agent.journaling import DialogLog, Resumption
 from toolmesh.agent.narrator import Narrator
 from toolmesh.agent.observation import DEFAULT_MAX_OBSERVATION, cut
@@ -277,8 +277,11 @@ class AgentLoop:
         changes apply from the next step on."""
         offered = {t.name: t for t in toolset().offered(groups=request.groups, state=state)}
         await asyncio.gather(*(t.prepare() for t in offered.values()))
-        # a tool that found it cannot work (its MCP server lacks it, say) is left out
-        return {n: t for n, t in offered.items() if t.unavailable is None}
+        # a tool that found it cannot work (its MCP server lacks it, say) is left out; a call
+        # of it is told why (calls.py)
+        return Offered({n: t for n, t in offered.items() if t.unavailable is None},
+                       left_out={n: t.unavailable for n, t in offered.items()
+                                 if t.unavailable is not None})
 
     async def _step(self, request: AgentRequest, strategy: Strategy, emit: Emit,
                     toolset: Callable[[], ToolSet], workspace: str | None,

@@ -258,6 +258,23 @@ def add_mcp_stdio(parser: argparse.ArgumentParser) -> None:
                              f"{STDIO_ALLOW_ENV}; default: none)")
 
 
+def add_mcp_addresses(parser: argparse.ArgumentParser) -> None:
+    """Where MCP servers may be reached (:mod:`toolmesh.mcp.addresses`): read by the gateway
+    (when an mcp item is put) and the mcp-tool service (when it connects)."""
+    from toolmesh.mcp import addresses
+
+    parser.add_argument(addresses.ALLOW_FLAG, dest="mcp_allow", action="append",
+                        metavar="ADDR[,ADDR...]", default=_env_list(addresses.ALLOW_ENV),
+                        help="MCP server addresses every item may reach, private ones too: "
+                             "10.0.0.0/8, 127.0.0.1:8000, [::1]:8000 or a host name; repeat "
+                             f"for more (env {addresses.ALLOW_ENV}; default: none: private, "
+                             "loopback and link-local addresses only for items the admin put)")
+    parser.add_argument(addresses.DENY_FLAG, dest="mcp_deny", action="append",
+                        metavar="ADDR[,ADDR...]", default=_env_list(addresses.DENY_ENV),
+                        help="MCP server addresses no item may reach, the admin's neither "
+                             f"(same forms; env {addresses.DENY_ENV}; default: none)")
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 

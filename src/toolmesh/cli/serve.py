@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from toolmesh.config.store.base import ConfigStore
     from toolmesh.gateway import GatewayOptions
     from toolmesh.llm.base import LLMProvider
+    from toolmesh.mcp.addresses import AddressPolicy
     from toolmesh.runtime import Part
 
 # The parts, the bus's connect and the runtime are imported when they are used, not here:
@@ -57,6 +58,7 @@ def add_parsers(commands: Any) -> None:
     options.add_tool_calling(p)
     options.add_streaming(p)
     options.add_mcp_stdio(p)
+    options.add_mcp_addresses(p)
     options.add_deadlines(p)
     options.add_lifecycle(p)
     options.add_log_level(p)
@@ -95,7 +97,7 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
     "config": ("the config service and its store (SQLite or PostgreSQL)",
                (options.add_config_store, options.add_mcp_stdio)),
     "gateway": ("the HTTP/WebSocket gateway (TrustGraph's /api/v1)",
-                (options.add_gateway, options.add_deadlines)),
+                (options.add_gateway, options.add_deadlines, options.add_mcp_addresses)),
     "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_tool_calling,
                                             options.add_streaming,
                                             options.add_flow, _agent_announcements)),
@@ -103,7 +105,7 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
     "text-completion": ("the LLM service: an OpenAI-compatible API, or the offline demo model",
                         (options.add_llm, options.add_tool_calling, options.add_streaming)),
     "mcp-tool": ("the MCP tool service of a flow: calls the tools of MCP servers",
-                 (options.add_mcp_stdio, options.add_flow)),
+                 (options.add_mcp_stdio, options.add_mcp_addresses, options.add_flow)),
 }
 
 #: the part that stands for any tool service given as MODULE:CLASS (subcommands have fixed
@@ -163,6 +165,7 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
                           allow_origins=tuple(args.allow_origin),
                           allow_hosts=tuple(args.allow_host), insecure=args.insecure,
                           announcements=not getattr(args, "no_announcements", False),
+                          mcp_addresses=mcp_addresses(args),
                           workbench=not args.no_workbench)
 
 
@@ -174,6 +177,16 @@ def stdio_allow(args: argparse.Namespace) -> StdioAllowList:
     elif allow.commands:
         log().info("stdio MCP servers may run: %s", allow)
     return allow
+
+
+def mcp_addresses(args: argparse.Namespace) -> AddressPolicy:
+    """The operator's allow/deny list of MCP server addresses (a bad entry: usage error)."""
+    from toolmesh.mcp.addresses import AddressPolicy
+
+    policy = AddressPolicy.parse(allow=args.mcp_allow, deny=args.mcp_deny)
+    if not policy.default:
+        log().info("MCP server addresses: %s", policy)
+    return policy
 
 
 def llm_provider(args: argparse.Namespace) -> LLMProvider:
@@ -251,6 +264,7 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         from toolmesh.mcp import McpToolService
 
         return McpToolService(bus, stdio_allow=stdio_allow(args),
+                              addresses=mcp_addresses(args),
                               request_queue=f"request:tg:mcp-tool:{args.flow}",
                               response_queue=f"response:tg:mcp-tool:{args.flow}",
                               notify_queue=f"notify:tg:mcp-tool:{args.flow}",

@@ -188,6 +188,9 @@ def _mcp(item: _Item, stdio_allow: StdioAllowList) -> None:
     item.string("remote-name", required=False)
     if not isinstance(item.value.get("sampling", False), bool):
         raise item.fail("sampling", "must be true or false")
+    if item.value.get("reach", "any") not in ("any", "public"):  # mcp/addresses.py
+        raise item.fail("reach", "must be any or public (the gateway sets public on an item "
+                                 "put by a token without admin)")
     protocol = item.value.get("protocol", "handshake")
     if protocol not in ("handshake", "auto"):
         raise item.fail("protocol", f"must be handshake or auto, not {json.dumps(protocol)}")

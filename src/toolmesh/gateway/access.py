@@ -38,7 +38,9 @@ from aiohttp import web
 from toolmesh.config.admin import ACTOR_FIELD
 from toolmesh.errors import ToolmeshError
 from toolmesh.gateway.auth import Auth, Identity
+from toolmesh.gateway.mcp_items import admit_mcp_items
 from toolmesh.gateway.scopes import need
+from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy, AddressRefused
 from toolmesh.web.routes import is_page_path
 
 log = logging.getLogger("toolmesh.gateway.access")
@@ -176,10 +178,13 @@ class AccessPolicy:
     allow_hosts: frozenset[str] = frozenset()
     #: whether ``Host`` is checked (listening on loopback, or ``--allow-host`` given)
     check_host: bool = True
+    #: where ``mcp`` items put through the gateway may point (gateway/mcp_items.py)
+    mcp_addresses: AddressPolicy = DEFAULT_POLICY
 
     @classmethod
     def build(cls, *, listen_host: str, auth: Auth, allow_origins: Iterable[str] = (),
-              allow_hosts: Iterable[str] = ()) -> AccessPolicy:
+              allow_hosts: Iterable[str] = (),
+              mcp_addresses: AddressPolicy = DEFAULT_POLICY) -> AccessPolicy:
         """The policy for a gateway listening on ``listen_host``; :class:`AccessError` for an
         ``--allow-origin`` that is not an origin."""
         origins = set()
@@ -194,6 +199,7 @@ class AccessPolicy:
         if not is_loopback(listen_host) and listen_host not in ("", "0.0.0.0", "::"):
             hosts.add(listen_host.lower())
         return cls(auth=auth, allow_origins=frozenset(origins), allow_hosts=frozenset(hosts),
+                   mcp_addresses=mcp_addresses,
                    check_host=is_loopback(listen_host) or bool(hosts - {listen_host.lower()}))
 
     # -- the checks ------------------------------------------------------------------------
@@ -273,6 +279,12 @@ class AccessPolicy:
         if needed.in_workspace and not current.reaches(target):
             raise Forbidden(f"{who} may not use workspace {target!r} (it may use: "
                             f"{', '.join(current.workspaces or ())})")
+        if service == "config":  # where its mcp items may point, and are refused if not
+            try:
+                request = await admit_mcp_items(request, admin=current.may("admin"),
+                                                policy=self.mcp_addresses)
+            except AddressRefused as e:
+                raise Forbidden(e.message) from None
         if service in STAMPED:
             request = {**request, ACTOR_FIELD: current.id}
         return request

@@ -64,6 +64,7 @@ from toolmesh.gateway.socket_host import Send
 from toolmesh.gateway.tokens import IamService, TokenRegistry, TokenService
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
 from toolmesh.logs import register_secret
+from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy
 from toolmesh.mcp_endpoint.metadata import resource_metadata
 from toolmesh.rpc import deadline
 from toolmesh.rpc.backoff import pauses
@@ -125,6 +126,8 @@ class GatewayOptions:
     sockets: tuple[socket.socket, ...] = field(default=(), compare=False, repr=False)
     #: serve the Workbench (the web UI, :mod:`toolmesh.web`) at ``/workbench/``
     workbench: bool = True
+    #: where ``mcp`` items put through the gateway may point (:mod:`toolmesh.mcp.addresses`)
+    mcp_addresses: AddressPolicy = DEFAULT_POLICY
 
 
 #: how much longer than the services' drain the gateway waits for their last answers
@@ -152,7 +155,8 @@ class Gateway:
         register_secret(options.token)
         self.access = AccessPolicy.build(listen_host=options.host, auth=self.auth,
                                          allow_origins=options.allow_origins,
-                                         allow_hosts=options.allow_hosts)
+                                         allow_hosts=options.allow_hosts,
+                                         mcp_addresses=options.mcp_addresses)
         self.endpoints: dict[str, Endpoint] = {}
         tool_services = ToolServiceEndpoint(bus, max_timeout=options.deadlines.of("tool-service"),
                                             announcements=options.announcements)

@@ -5,7 +5,8 @@ The item names the server side of an MCP tool::
     {"url": "http://host:port/mcp", "remote-name": "get_weather", "auth-token": "...",
      "transport": "streamable-http" | "sse" | "stdio",
      "command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"},   # stdio only
-     "sampling": false}   # true: the server may ask the deployment's LLM (mcp/sampling.py)
+     "sampling": false,   # true: the server may ask the deployment's LLM (mcp/sampling.py)
+     "reach": "public"}   # set by the gateway on items put without admin (mcp/addresses.py)
 
 The auth token and the values of ``env`` (where API keys usually live) are secrets: they never
 appear in ``repr``/``str``, and :attr:`McpServer.connection_key` is a digest, not a tuple that
@@ -23,6 +24,7 @@ from typing import Any, Literal, get_args
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.config.validation import header_value_problem
+from toolmesh.mcp.addresses import REACH_FIELD, REACHES, Reach
 from toolmesh.schema.json_object import json_object
 from toolmesh.urls import mask_url
 
@@ -55,12 +57,16 @@ class McpServer:
     #: the config workspace of the item: sessions are never shared across workspaces (a
     #: server may keep state per session or per process, which must not pass between tenants)
     workspace: str = DEFAULT_WORKSPACE
+    #: which addresses the server may be reached at (mcp/addresses.py): ``public`` for an
+    #: item a token without ``admin`` put, ``any`` otherwise
+    reach: Reach = "any"
     #: :attr:`connection_key`, worked out once (every call looks its session up by it)
     _key: str = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.remote_name:
-            object.__setattr__(self, "remote_name", self.id)  # default: the tool is named like the item
+            # default: the tool is named like the item
+            object.__setattr__(self, "remote_name", self.id)
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"mcp/{self.id}: transport {self.transport!r} is not one of "
                               + ", ".join(TRANSPORTS))
@@ -73,7 +79,7 @@ class McpServer:
         # sampling too: the client declares it in the handshake, so a change needs a new session
         material = json.dumps([self.transport, self.url, self.auth_token, self.command,
                                list(self.args), sorted(self.env.items()), self.sampling,
-                               self.workspace, self.protocol])
+                               self.workspace, self.protocol, self.reach])
         object.__setattr__(self, "_key", hashlib.sha256(material.encode()).hexdigest())
 
     @classmethod
@@ -99,6 +105,8 @@ class McpServer:
                 raise ConfigError(f"mcp/{id}: {name!r} must be a string")
         if not isinstance(value.get("sampling", False), bool):
             raise ConfigError(f"mcp/{id}: 'sampling' must be true or false")
+        if value.get(REACH_FIELD, "any") not in REACHES:
+            raise ConfigError(f"mcp/{id}: {REACH_FIELD!r} must be one of {', '.join(REACHES)}")
         if value.get("protocol", "handshake") not in PROTOCOLS:
             raise ConfigError(f"mcp/{id}: 'protocol' must be one of {', '.join(PROTOCOLS)}")
         problem = header_value_problem(value["auth-token"]) if value.get("auth-token") else None
@@ -110,7 +118,8 @@ class McpServer:
                    transport=value.get("transport") or "streamable-http",
                    command=value.get("command") or None, args=tuple(args),
                    env=dict(env), sampling=value.get("sampling", False), workspace=workspace,
-                   protocol=value.get("protocol") or "handshake")
+                   protocol=value.get("protocol") or "handshake",
+                   reach=value.get(REACH_FIELD) or "any")
 
     @property
     def where(self) -> str:
@@ -146,6 +155,8 @@ class McpServer:
         parts.append(f"auth_token={MASK!r}" if self.auth_token else "auth_token=None")
         if self.sampling:
             parts.append("sampling=True")
+        if self.reach != "any":
+            parts.append(f"reach={self.reach!r}")
         return f"McpServer({', '.join(parts)})"
 
     __str__ = __repr__

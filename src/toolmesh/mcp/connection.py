@@ -23,9 +23,10 @@ from mcp.client._probe import negotiate_auto  # the SDK's own Client connects wi
 from mcp.shared.exceptions import MCPError
 
 from toolmesh import __version__
+from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy, AddressRefused
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.elicitation import Elicitor
-from toolmesh.mcp.errors import McpError, describe, leaves
+from toolmesh.mcp.errors import McpError, McpTokenRefused, McpUnreachable, describe, leaves
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.transports import HttpWatch, open_transport
 
@@ -102,8 +103,10 @@ class Connection:
 
     def __init__(self, server: McpServer, *, connect_timeout: float,
                  sampler: Sampler | None = None, elicitor: Elicitor | None = None,
-                 on_tools_changed: Callable[[Connection], None] | None = None) -> None:
+                 on_tools_changed: Callable[[Connection], None] | None = None,
+                 addresses: AddressPolicy = DEFAULT_POLICY) -> None:
         self.server = server
+        self.addresses = addresses  # where its TCP connections may go (mcp/addresses.py)
         self.key = server.connection_key
         self.ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         self.ended = asyncio.Event()  # the server hung up, a call found it gone, or close()
@@ -131,7 +134,8 @@ class Connection:
         server = self.server
         try:
             async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(open_transport(server, self.watch))
+                read, write = await stack.enter_async_context(
+                    open_transport(server, self.watch, policy=self.addresses))
                 session = await stack.enter_async_context(
                     ClientSession(EndWatch(read, self.ended), write, client_info=CLIENT_INFO,
                                   sampling_callback=self._sampling,
@@ -167,8 +171,28 @@ class Connection:
                 self._on_tools_changed(self)
 
     def _connect_error(self) -> McpError:
+        """What a caller learns of a failed connection. A stdio server's is in full (only the
+        admin configures those); an HTTP server's is one opaque message whatever the cause —
+        so an item cannot tell a database port from a closed one — except a refused token."""
+        server = self.server
+        detail = self._failure_detail()
+        if server.transport == "stdio":
+            return McpError(f"cannot start MCP server {server.id!r} ({server.where}): {detail}")
+        status = self.watch.last_error or ""
+        if status.startswith(("HTTP 401", "HTTP 403")):
+            return McpTokenRefused.at(server.id, server.where, status,
+                                      has_token=bool(server.auth_token))
+        log.warning("cannot connect to MCP server %s (for %r of workspace %r): %s", server.where,
+                    server.id, server.workspace, detail)
+        return McpUnreachable.at(server.id, server.where)
+
+    def _failure_detail(self) -> str:
+        """The cause of a failed connection, for the operator's log."""
         server = self.server
         causes = list(leaves(self.failure)) if self.failure is not None else []
+        refused = [e for e in causes if isinstance(e, AddressRefused)]
+        if refused:
+            return f"the address is not allowed: {refused[0].message}"
         if any(isinstance(e, TimeoutError) for e in causes):
             detail = f"no answer to the MCP handshake within {self._connect_timeout:g} s"
         elif any(isinstance(e, MCPError) and e.code == mcp_types.CONNECTION_CLOSED
@@ -180,12 +204,7 @@ class Connection:
             detail = self.watch.last_error or describe(self.failure)
         else:
             detail = "the connection closed during the handshake"
-        if server.transport == "stdio":
-            return McpError(f"cannot start MCP server {server.id!r} ({server.where}): {detail}")
-        hint = " (check its auth-token)" if (self.watch.last_error or "").startswith(
-            ("HTTP 401", "HTTP 403")) else ""
-        return McpError(f"cannot connect to MCP server {server.id!r} at {server.where}: "
-                        f"{detail}{hint}")
+        return detail
 
     async def finished(self, timeout: float) -> None:
         """Wait (up to ``timeout``) for the supervisor to have closed everything."""

@@ -26,6 +26,32 @@ class InvalidArguments(McpError):
     type = "invalid-arguments"
 
 
+class McpUnreachable(McpError):
+    """An MCP server could not be reached or did not speak MCP: one message whatever the
+    cause (refused, closed, timed out, not MCP, an address the item may not use), so that an
+    item cannot be used to learn what listens where. The cause goes to the operator's log.
+    On the wire: ``mcp-error``, like every failure here."""
+
+    @classmethod
+    def at(cls, server_id: str, where: str) -> McpUnreachable:
+        return cls(f"cannot connect to MCP server {server_id!r} at {where}: it cannot be "
+                   "reached as an MCP server this item may use (the operator's log says "
+                   "why); check the item's url, or ask the operator")
+
+
+class McpTokenRefused(McpError):
+    """An MCP server answered the handshake with HTTP 401 or 403 (``mcp-error`` on the
+    wire)."""
+
+    @classmethod
+    def at(cls, server_id: str, where: str, status: str, *,
+           has_token: bool) -> McpTokenRefused:
+        fix = ("check the item's auth-token" if has_token
+               else "it needs one: set the item's auth-token")
+        return cls(f"cannot connect to MCP server {server_id!r} at {where}: it refused the "
+                   f"token ({status}); {fix}")
+
+
 def leaves(error: BaseException) -> Iterator[BaseException]:
     """The exceptions inside (nested) exception groups, or ``error`` itself."""
     if isinstance(error, BaseExceptionGroup):

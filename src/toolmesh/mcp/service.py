@@ -46,6 +46,7 @@ from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
 from toolmesh.errors import RequestError, ServiceError, ToolmeshError
 from toolmesh.llm.service import TextCompletionClient
 from toolmesh.logs import register_secret
+from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.connection import RemoteTool
 from toolmesh.mcp.elicitation import Asking, Elicitor
@@ -113,6 +114,8 @@ class McpToolService(Service):
     ``stdio_allow`` names the commands a ``stdio`` item may start (default: none). It is
     checked here too, not only when config is put: an item stored before the operator
     narrowed the list, or written to the store by other means, is still not run.
+    ``addresses``: where HTTP servers may be reached (mcp/addresses.py; default: private
+    addresses only for items an admin put).
     """
 
     error_type = "mcp-error"
@@ -127,7 +130,8 @@ class McpToolService(Service):
                  text_completion_queues: dict[str, str] | None = None,
                  sampling_timeout: float = SAMPLING_TIMEOUT,
                  notify_queue: str = MCP_TOOL_NOTIFY_QUEUE,
-                 approvals_notify_queue: str = APPROVALS_NOTIFY_QUEUE) -> None:
+                 approvals_notify_queue: str = APPROVALS_NOTIFY_QUEUE,
+                 addresses: AddressPolicy = DEFAULT_POLICY) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.call_timeout = call_timeout
@@ -140,7 +144,8 @@ class McpToolService(Service):
         self._answers = ApprovalGate(bus, notify_queue=approvals_notify_queue)
         self.pool = SessionPool(sampler=Sampler(self._llm, timeout=sampling_timeout),
                                 elicitor=Elicitor(self._answers),
-                                on_tools_changed=self.notices.tools_changed)
+                                on_tools_changed=self.notices.tools_changed,
+                                addresses=addresses)
         #: the workspace of requests that name none
         self.workspace = workspace
         #: workspace -> its mcp items (each request is served from its own workspace's)

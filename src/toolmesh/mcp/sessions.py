@@ -32,11 +32,14 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from toolmesh.config.service import DEFAULT_WORKSPACE
+from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.connection import Connection, RemoteTool
+from toolmesh.mcp.elicitation import Asking, Elicitor
 from toolmesh.mcp.errors import (
     InvalidArguments,
     McpError,
+    McpUnreachable,
     describe,
     needs_task_augmentation,
     never_reached_server,
@@ -45,7 +48,6 @@ from toolmesh.mcp.meta import call_meta
 from toolmesh.mcp.notices import ToolsChanged
 from toolmesh.mcp.progress import CallProgress
 from toolmesh.mcp.results import McpResult, to_result
-from toolmesh.mcp.elicitation import Asking, Elicitor
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.telemetry import tracing
 
@@ -80,8 +82,11 @@ class SessionPool:
 
     def __init__(self, *, connect_timeout: float = CONNECT_TIMEOUT,
                  sampler: Sampler | None = None, elicitor: Elicitor | None = None,
-                 on_tools_changed: ToolsChanged | None = None) -> None:
+                 on_tools_changed: ToolsChanged | None = None,
+                 addresses: AddressPolicy = DEFAULT_POLICY) -> None:
         self.connect_timeout = connect_timeout
+        #: where HTTP servers may be reached (mcp/addresses.py)
+        self.addresses = addresses
         self.sampler = sampler  # answers servers allowed to sample (mcp/sampling.py)
         self.elicitor = elicitor  # takes servers' questions to their dialogs (elicitation.py)
         #: told ``(workspace, ids)`` of the items whose tool list changed (the server said
@@ -193,7 +198,8 @@ class SessionPool:
         conn = self._connections[key] = Connection(server, connect_timeout=self.connect_timeout,
                                                    sampler=self.sampler,
                                                    elicitor=self.elicitor,
-                                                   on_tools_changed=self._tools_changed)
+                                                   on_tools_changed=self._tools_changed,
+                                                   addresses=self.addresses)
         return conn
 
     def _tools_changed(self, conn: Connection) -> None:
@@ -244,8 +250,14 @@ class SessionPool:
                     # shielded: this caller giving up must not cancel the connection for others
                     await asyncio.shield(conn.ready)
             except TimeoutError:
-                raise McpError(f"cannot connect to MCP server {server.id!r} at {server.where}: "
-                               f"timed out after {timeout:g} s") from None
+                if server.transport == "stdio":
+                    raise McpError(f"cannot start MCP server {server.id!r} ({server.where}): "
+                                   f"no answer to the MCP handshake within {timeout:g} s"
+                                   ) from None
+                # the same message as any other failure to reach it (McpUnreachable)
+                log.warning("cannot connect to MCP server %s (for %r): no answer within %g s",
+                            server.where, server.id, timeout)
+                raise McpUnreachable.at(server.id, server.where) from None
         return conn.ready.result()
 
     @asynccontextmanager

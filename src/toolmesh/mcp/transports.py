@@ -20,6 +20,17 @@ handshake. Two things defeated that with the SDK's own client (bench/mcp_call.py
 Every client shares one TLS context: making one loads the CA bundle, some 30 ms of CPU, which
 each new session (each server, each reconnect) paid again with the SDK's client.
 
+Every TCP connection goes through :class:`GuardedBackend`: the host is resolved here and each
+address is checked against the operator's :class:`~toolmesh.mcp.addresses.AddressPolicy`
+before it is connected to (the address checked is the address connected to: a name rebound
+between a check and the connection cannot slip through). Redirects the SDK follows use the
+same client, so they are checked too. The environment's proxy settings (``HTTPS_PROXY``...)
+and ``~/.netrc`` are not used for MCP servers: a proxy's connections would skip the check.
+
+When an item has an ``auth-token`` and its URL carries ``user:password``, the token wins: it
+is sent as ``Authorization: Bearer``, and the URL's credentials are left out of the requests
+(httpx would otherwise send them as Basic auth in place of the token).
+
 A server whose sockets lack ``TCP_NODELAY`` (a socket made by hand and passed to uvicorn,
 ``socket.socket()`` without ``IPPROTO_TCP``: asyncio then does not set it) answers on a
 reused connection only after the client's delayed ACK, 40 ms a call; uvicorn's own sockets,
@@ -35,13 +46,16 @@ import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import httpcore2
 import httpx2
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 
+from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy, AddressRefused, Reach, resolve
 from toolmesh.mcp.config import McpServer
 
 #: seconds to wait for connect/write on HTTP; reads may wait as long as a call may last
@@ -76,6 +90,73 @@ class HttpWatch:
 
 def _headers(server: McpServer) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {server.auth_token}"} if server.auth_token else None
+
+
+def request_url(server: McpServer) -> str:
+    """The URL requests go to: without ``user:password`` when the item has an auth-token (the
+    token wins; see the module docstring)."""
+    url = server.url or ""
+    if not server.auth_token:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class GuardedBackend(httpcore2.AsyncNetworkBackend):
+    """httpcore's network backend, connecting only to addresses ``policy`` lets an item of
+    ``reach`` use: :class:`AddressRefused` (with the reason, for the operator's log) when
+    none of the host's addresses may be used."""
+
+    def __init__(self, policy: AddressPolicy, reach: Reach) -> None:
+        self._inner = httpcore2.AnyIOBackend()
+        self._policy = policy
+        self._reach = reach
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Any = None) -> httpcore2.AsyncNetworkStream:
+        try:
+            with anyio.fail_after(timeout):
+                addresses = await resolve(host, port)
+        except (OSError, UnicodeError) as e:
+            raise httpcore2.ConnectError(f"cannot resolve {host!r}: {e}") from e
+        except TimeoutError as e:
+            raise httpcore2.ConnectTimeout(f"resolving {host!r} timed out") from e
+        refusals: list[str] = []
+        failure: Exception | None = None
+        for address in addresses:
+            refused = self._policy.refusal(host, address, port, reach=self._reach)
+            if refused is not None:
+                refusals.append(refused)
+                continue
+            try:  # an address, not a name: nothing is resolved again after the check
+                return await self._inner.connect_tcp(str(address), port, timeout=timeout,
+                                                     local_address=local_address,
+                                                     socket_options=socket_options)
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as e:
+                failure = e
+        if failure is not None:
+            raise failure
+        raise AddressRefused("; ".join(refusals) or f"{host!r} has no address")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _GuardedTransport(httpx2.AsyncHTTPTransport):
+    """httpx's transport over a :class:`GuardedBackend` (httpx has no argument for a network
+    backend, so its pool is made again with one)."""
+
+    def __init__(self, backend: GuardedBackend) -> None:
+        super().__init__(verify=tls_context(), limits=HTTP_LIMITS, http2=False)
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=tls_context(), max_connections=HTTP_LIMITS.max_connections,
+            max_keepalive_connections=HTTP_LIMITS.max_keepalive_connections,
+            keepalive_expiry=HTTP_LIMITS.keepalive_expiry, http1=True, http2=False,
+            network_backend=backend)
 
 
 class _FinishOnClose(httpx2.AsyncByteStream):
@@ -153,22 +234,27 @@ def tls_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
-def _client_factory(status: HttpWatch) -> Any:
+def _client_factory(status: HttpWatch, backend: GuardedBackend) -> Any:
     """The SDK's ``McpHttpClientFactory``: its client (same timeouts, no redirects followed:
-    the SDK follows them itself), with keep-alive kept and a shared TLS context (module
-    docstring)."""
+    the SDK follows them itself), with keep-alive kept, a shared TLS context, and only the
+    addresses the policy allows (module docstring)."""
     def make(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
              auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(
-            headers=headers, auth=auth, limits=HTTP_LIMITS, http2=False, verify=tls_context(),
+            headers=headers, auth=auth, transport=_GuardedTransport(backend),
+            # no proxy from the environment (its connections would skip the address check),
+            # no credentials from ~/.netrc
+            trust_env=False,
             timeout=timeout or httpx2.Timeout(HTTP_TIMEOUT, read=SSE_READ_TIMEOUT),
             event_hooks={"response": [status, _finish_on_close]})
     return make
 
 
 @asynccontextmanager
-async def open_transport(server: McpServer, status: HttpWatch) -> AsyncIterator[Any]:
-    """The ``(read_stream, write_stream)`` pair of a new connection to ``server``."""
+async def open_transport(server: McpServer, status: HttpWatch, *,
+                         policy: AddressPolicy = DEFAULT_POLICY) -> AsyncIterator[Any]:
+    """The ``(read_stream, write_stream)`` pair of a new connection to ``server``, whose
+    TCP connections go only where ``policy`` lets it."""
     if server.transport == "stdio":
         params = StdioServerParameters(command=server.command or "", args=list(server.args),
                                        env=dict(server.env) or None)
@@ -176,13 +262,14 @@ async def open_transport(server: McpServer, status: HttpWatch) -> AsyncIterator[
         async with stdio_client(params, errlog=sys.stderr) as streams:
             yield streams
     elif server.transport == "sse":
-        async with sse_client(server.url or "", headers=_headers(server), timeout=HTTP_TIMEOUT,
-                              sse_read_timeout=SSE_READ_TIMEOUT,
-                              httpx_client_factory=_client_factory(status)) as streams:
+        make = _client_factory(status, GuardedBackend(policy, server.reach))
+        async with sse_client(request_url(server), headers=_headers(server),
+                              timeout=HTTP_TIMEOUT, sse_read_timeout=SSE_READ_TIMEOUT,
+                              httpx_client_factory=make) as streams:
             yield streams
     else:
-        make = _client_factory(status)
+        make = _client_factory(status, GuardedBackend(policy, server.reach))
         async with make(headers=_headers(server),
                         timeout=httpx2.Timeout(HTTP_TIMEOUT, read=SSE_READ_TIMEOUT)) as http, \
-                streamable_http_client(server.url or "", http_client=http) as streams:
+                streamable_http_client(request_url(server), http_client=http) as streams:
             yield streams

@@ -6,6 +6,10 @@ Secret parts ("slots") of an item:
   live);
 * ``tool`` items: a config-param whose name says it holds a secret (``api-key``, ``token``,
   ``password``, ``client-secret``, ... — see :func:`toolmesh.urls.is_secret_name`);
+* any item of any type, at any depth: a field that names a credential (``authorization``,
+  ``proxy-authorization``, ``cookie``, ``set-cookie``, ``passphrase``, ``password``,
+  ``x-api-key``, ``private-key``, ``client-secret``... — see :data:`CREDENTIAL_FIELDS`), or the
+  ``value`` of a ``{"name": <such a name>, "value": ...}`` pair (a header list);
 * any item of any type: the password and the secret query parameters of every URL in it.
 
 Reading through the API shows each slot as ``***`` (a URL keeps everything but its secrets).
@@ -38,6 +42,25 @@ TOOL_FIELDS = frozenset({"type", "name", "description", "service", "arguments", 
                          "schema-name", "index-name", "limit"})
 
 
+#: field names that hold a credential in an item of any type, at any depth (compared
+#: lower-cased, ``-`` read as ``_``). Narrower than :func:`toolmesh.urls.is_secret_name`
+#: (no bare ``key`` or ``token``): these are never anything else
+CREDENTIAL_FIELDS = frozenset({
+    "authorization", "proxy_authorization", "cookie", "cookies", "set_cookie", "passphrase",
+    "password", "passwd", "client_secret", "private_key", "x_api_key", "api_key", "apikey",
+    "access_token", "refresh_token", "auth_token", "id_token", "session_token", "bearer",
+    "x_auth_token", "credentials",
+})
+CREDENTIAL_SUFFIXES = ("_passphrase", "_password", "_secret", "_api_key", "_apikey",
+                       "_authorization")
+
+
+def is_credential_field(name: str) -> bool:
+    """Whether a field called ``name`` holds a credential, in any item."""
+    n = name.strip().lower().replace("-", "_")
+    return n in CREDENTIAL_FIELDS or n.endswith(CREDENTIAL_SUFFIXES)
+
+
 def _mcp_destination(item: dict[str, Any]) -> Any:
     """Where an ``mcp`` item's token goes: the server's origin (scheme, host, port)."""
     transport = item.get("transport") or "streamable-http"
@@ -58,6 +81,44 @@ def _stdio_program(item: dict[str, Any]) -> Any:
 def _tool_destination(item: dict[str, Any]) -> Any:
     """Who receives a tool's secret config-params: the tool service it calls."""
     return (item.get("type"), item.get("service"))
+
+
+def _item_destination(item: dict[str, Any]) -> Any:
+    """Where a credential field of an item of another type goes, as far as can be told: the
+    origins of the URLs in it (a credential is not kept for an item that now points
+    elsewhere)."""
+    origins = set()
+    for _, text in walk_strings(item):
+        for match in URL_IN_TEXT.finditer(text):
+            try:
+                parts = urlsplit(match.group(0))
+                origins.add((parts.scheme.lower(), parts.hostname, parts.port))
+            except ValueError:
+                origins.add((match.group(0), None, None))
+    return sorted(origins, key=repr)
+
+
+def _credential_slots(item: Any, destination: Callable[[dict[str, Any]], Any],
+                      path: Path = ()) -> Iterator[Slot]:
+    """Every credential field inside ``item`` (see :data:`CREDENTIAL_FIELDS`)."""
+    if isinstance(item, dict):
+        name = item.get("name")
+        if isinstance(name, str) and is_credential_field(name) \
+                and isinstance(item.get("value"), str) and item["value"]:
+            yield Slot((*path, "value"), destination, f"'{_dotted((*path, name))}'")
+        for k, v in item.items():
+            if isinstance(v, str):
+                if v and is_credential_field(k):
+                    yield Slot((*path, k), destination, f"'{_dotted((*path, k))}'")
+            else:
+                yield from _credential_slots(v, destination, (*path, k))
+    elif isinstance(item, list):
+        for i, v in enumerate(item):
+            yield from _credential_slots(v, destination, (*path, i))
+
+
+def _dotted(path: Path) -> str:
+    return ".".join(str(p) for p in path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +151,10 @@ def secret_slots(type: str, item: Any) -> list[Slot]:
         slots += [Slot((k,), _tool_destination, repr(k)) for k, v in item.items()
                   if k not in TOOL_FIELDS and is_secret_name(k) and v not in (None, "")
                   and not isinstance(v, (dict, list))]
+    destination = {"mcp": _mcp_destination, "tool": _tool_destination}.get(type,
+                                                                           _item_destination)
+    taken = {slot.path for slot in slots}
+    slots += [slot for slot in _credential_slots(item, destination) if slot.path not in taken]
     return slots
 
 
@@ -166,7 +231,15 @@ def _dump(value: Any) -> str:
 
 def _might_hold_secrets(type: str, text: str) -> bool:
     # the cheap test first: most values hold no URL and are not of a type with secret fields
-    return type in ("mcp", "tool") or "://" in text
+    # (a credential field of another type has a name with one of _CREDENTIAL_WORDS in it)
+    if type in ("mcp", "tool") or "://" in text:
+        return True
+    lowered = text.lower()
+    return any(word in lowered for word in _CREDENTIAL_WORDS)
+
+
+#: a word in the name of every field of :data:`CREDENTIAL_FIELDS` and suffix
+_CREDENTIAL_WORDS = ("auth", "cookie", "pass", "secret", "key", "token", "credential", "bearer")
 
 
 def mask_value(type: str, text: str) -> str:
