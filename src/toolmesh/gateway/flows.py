@@ -13,6 +13,13 @@ cache holds at most ``max_workspaces`` workspaces, so no stream of names grows i
 The same module answers TrustGraph's global ``flow`` service (``tg-show-flows``):
 ``{"operation": "list-flows"}`` → ``{"flow-ids": [...]}`` and
 ``{"operation": "get-flow", "flow-id": ID}`` → ``{"flow": "<JSON text>"}``.
+
+Every toolmesh flow is an instance of the same set of services, so the gateway shows them as
+TrustGraph shows a flow's class: one blueprint, :data:`BLUEPRINT`, whose interfaces are the
+per-flow queues with ``{id}`` for the flow id. ``get-flow`` names it in ``blueprint-name``
+(``tg-show-flow-state`` reads it), ``list-blueprints`` → ``{"blueprint-names": ["toolmesh"]}``
+and ``get-blueprint`` → ``{"blueprint-definition": "<JSON text>"}`` (``tg-verify-system-status``,
+``tg-show-flow-blueprints``). Blueprints cannot be written: a flow is a config item.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ __all__ = ["DEFAULT_FLOW", "FLOW_ID_RULE", "FlowRegistry", "FlowService", "valid
 log = logging.getLogger("toolmesh.gateway.flows")
 
 FLOW_TYPE = "flow"
+#: the one blueprint every flow is an instance of (module docstring)
+BLUEPRINT = "toolmesh"
 
 #: the per-flow services the gateway reaches, and their queues (for ``get-flow``)
 FLOW_SERVICES = ("agent", "mcp-tool", "agent-tools", "agent-services", "dialogs", "approvals",
@@ -52,9 +61,24 @@ def unknown_flow(flow: str, workspace: str, known: list[str] | None = None) -> S
         f"it with `toolmesh run agent --flow {flow}`", type="unknown-flow")
 
 
+def interfaces(flow: str) -> dict[str, dict[str, str]]:
+    """The queues of flow ``flow``'s services (``{id}`` in a blueprint)."""
+    return {service: {"request": f"request:tg:{service}:{flow}",
+                      "response": f"response:tg:{service}:{flow}"}
+            for service in FLOW_SERVICES}
+
+
+def blueprint() -> dict[str, Any]:
+    """The definition of :data:`BLUEPRINT`, as ``get-blueprint`` returns it."""
+    return {"description": "toolmesh's per-flow services: the agent, its tools, prompts and "
+                           "the LLM (a flow is a 'flow' config item)",
+            "interfaces": interfaces("{id}")}
+
+
 def describe(flow: str, value: str | None) -> dict[str, Any]:
-    """The definition ``get-flow`` returns: the item's fields plus the flow's queues."""
-    definition: dict[str, Any] = {}
+    """The definition ``get-flow`` returns: the item's fields plus the flow's blueprint
+    and queues."""
+    definition: dict[str, Any] = {"blueprint-name": BLUEPRINT}
     if value is not None:
         try:
             parsed = json.loads(value)
@@ -64,10 +88,7 @@ def describe(flow: str, value: str | None) -> dict[str, Any]:
             definition.update(parsed)
     elif flow == DEFAULT_FLOW:
         definition["description"] = "the default flow"
-    definition["interfaces"] = {
-        service: {"request": f"request:tg:{service}:{flow}",
-                  "response": f"response:tg:{service}:{flow}"}
-        for service in FLOW_SERVICES}
+    definition["interfaces"] = interfaces(flow)
     return definition
 
 
@@ -197,10 +218,20 @@ class FlowService:
                 yield _error(e.type, e.message)
                 return
             yield {"flow": json.dumps(describe(flow_id, value))}
+        elif operation == "list-blueprints":
+            yield {"blueprint-names": [BLUEPRINT]}
+        elif operation == "get-blueprint":
+            name = request.get("blueprint-name")
+            if name != BLUEPRINT:
+                yield _error("bad-request", f"no flow blueprint {name!r}; toolmesh has one, "
+                                            f"{BLUEPRINT!r}")
+                return
+            yield {"blueprint-definition": json.dumps(blueprint())}
         else:
             yield _error("bad-request", f"unknown flow operation {operation!r}; this gateway "
-                                        "answers list-flows and get-flow (flows are defined "
-                                        "by 'flow' config items)")
+                                        "answers list-flows, get-flow, list-blueprints and "
+                                        "get-blueprint (flows are defined by 'flow' config "
+                                        "items)")
 
 
 def _error(type: str, message: str) -> dict[str, Any]:

@@ -65,7 +65,7 @@ CONFIG_WRITES = frozenset({"put", "delete"})
 #: config operations that read or list every workspace
 CONFIG_EVERYWHERE = frozenset({"getvalues-all-ws", "list-workspaces"})
 SERVICE_NEEDS: dict[str, Capability] = {
-    "flow": "config:read",
+    "flow": "config:read", "librarian": "config:read",
     "agent": "agent", "agent-tools": "agent", "agent-services": "agent", "dialogs": "agent",
     "approvals": "approve",
     "prompt": "agent",

@@ -52,6 +52,7 @@ from toolmesh.gateway.endpoints import (
 from toolmesh.gateway.flows import DEFAULT_FLOW, FlowRegistry, FlowService
 from toolmesh.gateway.http_log import quiet_malformed_requests
 from toolmesh.gateway.json_body import BadJson, parse_json, valid_text
+from toolmesh.gateway.library import LibrarianService
 from toolmesh.gateway.memory import (
     LARGE_BODY,
     pin_mmap_threshold,
@@ -71,6 +72,7 @@ from toolmesh.rpc.backoff import pauses
 from toolmesh.schema.agent import is_final as agent_is_final
 from toolmesh.secrets.masking import mask_config_response
 from toolmesh.telemetry import metrics, tracing
+from toolmesh.telemetry import query as metrics_query
 from toolmesh.telemetry.exposition import PATH as METRICS_PATH
 from toolmesh.telemetry.exposition import metrics_handler
 from toolmesh.web import WORKBENCH_PATH, add_workbench
@@ -202,6 +204,7 @@ class Gateway:
                                     when_no_consumer="fail", hint=hint("config"))
         self.flows = FlowRegistry(bus, self._config)
         self.add(FlowService(self.flows, self._config))
+        self.add(LibrarianService())
         self.add(TokenService(self.tokens))
         self.add(IamService(self.tokens))
         for endpoint in options.extra_endpoints:
@@ -231,6 +234,7 @@ class Gateway:
         app.router.add_post("/api/v1/{service}", self._global_rest)
         app.router.add_get("/api/v1/health", self._health)
         app.router.add_get(METRICS_PATH, self._metrics)
+        app.router.add_get(metrics_query.PATH, self._metrics_query)
         for path in ("/mcp", "/mcp/{workspace}"):  # streamable HTTP: POST, GET (SSE), DELETE
             for method in ("GET", "POST", "DELETE"):
                 app.router.add_route(method, path, self._mcp)
@@ -337,6 +341,16 @@ class Gateway:
         except ToolmeshError as e:
             return error_response(ERROR_STATUS.get(e.type, 403), e.type, e.message)
         return await metrics_handler(request)
+
+    async def _metrics_query(self, request: web.Request) -> web.Response:
+        """TrustGraph's ``/api/metrics/query`` (:mod:`toolmesh.telemetry.query`), from this
+        process' metrics; the same capability as ``/metrics``."""
+        try:
+            await self.access.admit_metrics(request.get(IDENTITY))
+        except ToolmeshError as e:
+            return error_response(ERROR_STATUS.get(e.type, 403), e.type, e.message)
+        status, body = metrics_query.answer(request.query.get("query"))
+        return web.json_response(body, status=status)
 
     async def _global_rest(self, request: web.Request) -> web.Response:
         return await self._rest(request, request.match_info["service"], flow=None)

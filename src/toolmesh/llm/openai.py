@@ -22,6 +22,7 @@ import aiohttp
 import toolmesh.llm.openai_wire as openai_wire
 from toolmesh.llm.base import Completion, CompletionStream, LLMError, LLMRefused
 from toolmesh.llm.chat import ChatMessage, ChatRequest
+from toolmesh.llm.models import served_model
 from toolmesh.llm.quirks import OPENAI, PROBE, Quirks, escapes, identify, quirks_of
 from toolmesh.urls import mask_url
 
@@ -131,6 +132,23 @@ class OpenAICompatible:
                             "chatml-function-calling format?): quotes, apostrophes, <, > and & "
                             "are sent as look-alike characters", mask_url(self.base_url))
         return self._escaping
+
+    async def models(self) -> list[dict[str, Any]]:
+        """The model this provider answers with, and what the server's ``GET /models`` tells
+        of it (:func:`toolmesh.llm.models.served_model`); the id alone when the server lists
+        nothing (the model is still the one every answer comes from)."""
+        listing: Any = None
+        try:
+            with self._errors():
+                async with asyncio.timeout(min(self.timeout, 10.0)):
+                    async with self._session_().get(self.base_url + "/models",
+                                                    headers=self._headers("application/json")
+                                                    ) as response:
+                        if response.status < 400:
+                            listing = json.loads(await response.text(errors="replace"))
+        except (LLMError, ValueError) as e:
+            log.info("the LLM at %s lists no models: %s", mask_url(self.base_url), e)
+        return [served_model(self.model, listing)]
 
     async def _identify(self) -> str:
         try:

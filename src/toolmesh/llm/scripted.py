@@ -136,6 +136,11 @@ class ScriptedLLM:
         answer = self._answer(system, prompt)
         return CompletionStream(self._chunks(self._completion(system, prompt, answer)))
 
+    async def models(self) -> list[dict[str, str]]:
+        """The one model this provider is (``list-models``): ``scripted``."""
+        return [{"id": "scripted", "owned_by": "toolmesh",
+                 "description": "answers from a script (for tests and demos)"}]
+
     async def close(self) -> None:
         """Nothing to release."""
 

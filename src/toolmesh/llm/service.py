@@ -19,6 +19,10 @@ operator chose one (``tool_calling``), it is detected by trying (:mod:`toolmesh.
 at the first such request, and kept for the life of the service (``"refresh": true`` detects
 again).
 
+``{"operation": "list-models"}`` (TrustGraph's ``tg-list-models``) answers ``{"models":
+[{"id": ..., ...}], "error": null, "end_of_stream": true}``: the model this service answers with
+(:mod:`toolmesh.llm.models`). ``"operation": "completion"`` is a completion, as with none.
+
 Not streaming: one response, ``end_of_stream: true``. Streaming: responses carrying the text
 as the LLM writes it (``end_of_stream: false``), then a last one with ``response: ""``, the
 token counts and the model when known, and ``end_of_stream: true``. The chunks that come
@@ -51,6 +55,7 @@ from toolmesh.llm.chat import (
 )
 from toolmesh.llm.coalesce import Coalescer, Coalescing
 from toolmesh.llm.detect import Detection, detect
+from toolmesh.llm.models import list_models
 from toolmesh.rpc.client import DEFAULT_TIMEOUT, RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service
 from toolmesh.telemetry import metrics, tracing
@@ -202,9 +207,14 @@ class TextCompletionService(Service):
             await reply({"error": None, **detection.to_wire(), "llm": self.provider.name,
                          "end_of_stream": True})
             return
-        if operation is not None:
+        if operation == "list-models":
+            await reply({"error": None, "response": "",
+                         "models": await list_models(self.provider), "end_of_stream": True})
+            return
+        if operation not in (None, "completion"):
             raise ServiceError(f"unknown operation {operation!r}: a text-completion request has "
-                               "none, or 'capabilities'", type="malformed-request")
+                               "none (or 'completion'), 'list-models' or 'capabilities'",
+                               type="malformed-request")
         chat = is_chat_request(request)
         if chat:
             if not callable(getattr(self.provider, "chat", None)):

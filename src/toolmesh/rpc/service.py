@@ -35,7 +35,7 @@ from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subsc
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, ToolmeshError
 from toolmesh.rpc import deadline
-from toolmesh.telemetry import metrics, tracing
+from toolmesh.telemetry import metrics, processors, tracing
 
 #: seconds the requests in hand get to finish when a service stops
 DEFAULT_DRAIN_TIMEOUT = 10.0
@@ -168,7 +168,10 @@ class Service(ABC):
         self._subscription = await self.bus.subscribe(
             self.request_queue, self._on_request,
             subscription=self.subscription, concurrency=self.concurrency)
-        log.info("%s serving %s -> %s", type(self).__name__, self.request_queue, self.response_queue)
+        processors.consumer_started(self.request_queue.topic, self.subscription,
+                                    kind=type(self).__name__)
+        log.info("%s serving %s -> %s", type(self).__name__, self.request_queue,
+                 self.response_queue)
 
     async def stop(self) -> None:
         """Stop consuming; requests in hand get ``drain_timeout`` seconds, then are cancelled
@@ -176,6 +179,7 @@ class Service(ABC):
         sub, self._subscription = self._subscription, None
         if sub is None:
             return
+        processors.consumer_stopped(self.request_queue.topic, self.subscription)
         # closing stops deliveries, then waits for the handlers in flight
         closing = asyncio.create_task(sub.close())
         done, _ = await asyncio.wait({closing}, timeout=self.drain_timeout)

@@ -100,8 +100,11 @@ async def _file(request: web.Request) -> web.StreamResponse:
 
 
 def add_workbench(app: web.Application) -> None:
-    """Serve the Workbench on ``app``: ``GET /`` → ``/workbench/``, and its files."""
+    """Serve the Workbench on ``app``: ``GET /`` → ``/workbench/``, and its files.
+    ``/index.html`` (where TrustGraph's Workbench is, and ``tg-verify-system-status`` looks
+    for it) redirects there too."""
     app.router.add_get("/", _root)
+    app.router.add_get("/index.html", _root)
     app.router.add_get(WORKBENCH_PATH.rstrip("/"), _root)
     app.router.add_get(WORKBENCH_PATH, _file)
     app.router.add_get(WORKBENCH_PATH + "{name:.+}", _file)
