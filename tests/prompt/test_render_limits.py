@@ -127,6 +127,22 @@ async def test_a_hostile_template_fails_by_name_and_another_workspace_goes_on(
         await b()
 
 
+async def test_a_shipped_template_with_a_hostile_system_prompt_is_bounded_too(
+        backend: Backend, tmp_path: Path) -> None:
+    """The templates toolmesh ships render on the loop (their code is toolmesh's); a
+    workspace's system prompt put into them is the tenant's code: that goes to a worker."""
+    async with prompt_stack(backend, tmp_path, render_limits=RenderLimits(timeout=1.0)) as stack:
+        await put(stack, "a", {"system": NESTED})
+        with pytest.raises(RequestError) as e:
+            await stack.client.render_and_complete("question", {"question": "hi"},
+                                                   workspace="a", timeout=TIMEOUT)
+        shipped = await stack.client.render_and_complete("question", {"question": "hi"},
+                                                         workspace="b", timeout=TIMEOUT)
+    assert e.value.type == "prompt-error" and "template 'question'" in e.value.message
+    assert "took longer than 1 s" in e.value.message, e.value.message
+    assert shipped == "hi"
+
+
 async def test_one_workspace_cannot_take_every_worker(backend: Backend, tmp_path: Path) -> None:
     """Three hostile renders at once in workspace a: b still finds a worker at once."""
     async with prompt_stack(backend, tmp_path, render_limits=RenderLimits(timeout=1.0)) as stack:

@@ -52,6 +52,7 @@ from toolmesh.llm.chat import (
 )
 from toolmesh.llm.service import completion_of
 from toolmesh.llm.usage import record
+from toolmesh.prompt.defaults import DEFAULT_TEMPLATES
 from toolmesh.prompt.layout import SHIPPED, Prompts, load
 from toolmesh.prompt.renderer import RenderPool
 from toolmesh.prompt.sandbox import RenderLimits
@@ -162,6 +163,7 @@ class PromptService(Service):
     Config templates are compiled and rendered in worker processes (:mod:`.renderer`), never
     on this service's event loop, within ``render_limits`` (time, size, memory): a template
     that passes one fails with a prompt-error naming it, and other workspaces' requests go on.
+    The templates toolmesh ships render on the loop: their code is toolmesh's own.
     """
 
     error_type = "prompt-error"
@@ -333,13 +335,22 @@ class PromptService(Service):
         system = (await self._prompts(workspace)).system
         return template if template.system or not system else replace(template, system=system)
 
+    async def _rendered(self, template: PromptTemplate, variables: Mapping[str, Any], *,
+                        tenant: str) -> tuple[str, str]:
+        """``(system, prompt)``: a template toolmesh ships (unchanged, with no configured
+        system prompt in it) is its own code, not a tenant's, and renders here, as fast as it
+        always did; any other goes to a render worker."""
+        if DEFAULT_TEMPLATES.get(template.id) is template:
+            return template.render(variables)
+        return await self._renderer.render(template, variables, tenant=tenant)
+
     async def _render(self, workspace: str, request: Mapping[str, Any], reply: Reply) -> None:
         if request.get("template") is not None:
             template = await self._draft(workspace, request)
         else:
             template = await self._template(workspace, request.get("id"))
-        system, prompt = await self._renderer.render(template, request_variables(request),
-                                                     tenant=workspace)
+        system, prompt = await self._rendered(template, request_variables(request),
+                                              tenant=workspace)
         await reply({**response(), "system": system, "prompt": prompt})
 
     async def _chat(self, workspace: str, request: Mapping[str, Any], reply: Reply) -> None:
@@ -348,8 +359,8 @@ class PromptService(Service):
         chat = _chat_request(request)
         if request.get("id") is not None:
             template = await self._template(workspace, request.get("id"))
-            system, prompt = await self._renderer.render(template, request_variables(request),
-                                                         tenant=workspace)
+            system, prompt = await self._rendered(template, request_variables(request),
+                                                  tenant=workspace)
             instructions = "\n\n".join(part for part in (system, prompt) if part)
             chat = replace(chat, messages=(ChatMessage(role="system", content=instructions),
                                            *chat.messages))
@@ -390,8 +401,8 @@ class PromptService(Service):
             await self._chat(workspace, request, reply)
             return
         template = await self._template(workspace, request.get("id"))
-        system, prompt = await self._renderer.render(template, request_variables(request),
-                                                     tenant=workspace)
+        system, prompt = await self._rendered(template, request_variables(request),
+                                              tenant=workspace)
         streaming = request.get("streaming") is True and template.response_type == "text"
         body = {"system": system, "prompt": prompt, "streaming": streaming,
                 **limits_to_wire(**_limits(request))}
