@@ -224,6 +224,13 @@ class AccessPolicy:
 
     def refusal(self, request: web.Request) -> web.Response | None:
         """The response that refuses ``request``, or ``None`` if it may go on."""
+        hosts = request.headers.getall("Host", [])
+        if len(hosts) > 1 or any("," in value for value in hosts):
+            # one request, one host (RFC 9110 §7.2): with two, this check and a proxy or the
+            # route could each read a different one
+            return error_response(400, "bad-host", (
+                f"a request names one host; this one names several ({', '.join(hosts)!r}): "
+                "send a single Host header"))
         host = request.headers.get("Host")
         if not self.host_allowed(host):
             return error_response(403, "forbidden-host", (
