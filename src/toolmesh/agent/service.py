@@ -242,6 +242,9 @@ class AgentService(Service):
         workspace = request_workspace(request, default=self.workspace)
         parsed = parse_request(request)
         await self._watcher.ensure(workspace)
+        if self.registry is not None:
+            # a dialog that comes just after start waits for the announced tools it probed for
+            await self.registry.settled()
         if self.journal is None or id is None:
             await self._run(parsed, reply, workspace, DialogLog(None, id or new_message_id()))
             return

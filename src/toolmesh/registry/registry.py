@@ -7,6 +7,12 @@ once from services that answer its probe), and loses nothing it could not learn 
 store to write, no process every agent depends on. An instance is dropped on its goodbye, or
 ``ttl`` seconds after it was last heard (a timer per instance, reset by each heartbeat).
 
+A process that starts beside its tool services (everything started at once) would otherwise
+answer its first requests before the answers to its probe arrive, without the announced tools:
+:meth:`Registry.settled` waits, once, until ``settle`` seconds after the probe was sent and the
+changes heard by then are applied. Only requests that come within that short window wait (for
+the rest of it); after it, and in a process started earlier, it returns at once.
+
 ``on_change(workspace)`` is called (one call at a time, bursts coalesced) whenever what a
 workspace is offered changes: a service's first instance comes or its last goes, or the
 definition its instances announce changes. Heartbeats that change nothing call nothing.
@@ -44,6 +50,9 @@ MAX_SERVICES = 1024
 MAX_INSTANCES = 256
 #: the largest announcement accepted, in bytes
 MAX_ANNOUNCEMENT_BYTES = 1 << 20
+#: seconds after its start-up probe that a registry's first requests wait for the answers
+#: (a tool service on the same machine answers in milliseconds; a broker adds tens)
+SETTLE_SECONDS = 0.5
 #: distinct problems logged before the memory of what was logged starts over
 _MAX_COMPLAINTS = 1024
 
@@ -103,8 +112,14 @@ class Registry:
     def __init__(self, bus: Bus, *, on_change: OnChange | None = None,
                  queue: str = ANNOUNCEMENT_QUEUE, probe_queue: str = PROBE_QUEUE,
                  max_services: int = MAX_SERVICES, max_instances: int = MAX_INSTANCES,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, settle: float = SETTLE_SECONDS) -> None:
         self.bus = bus
+        self.settle = settle
+        #: the start-up probe's answers are in and applied (:meth:`settled`)
+        self._settled = asyncio.Event()
+        self._settling: asyncio.Task[None] | None = None
+        #: the notifier is applying changes (a waiter for them must not go before it ends)
+        self._applying = False
         # instances coming and going are logged by one registry per process (the agent's);
         # another beside it (the gateway's) logs them at debug level only
         self._events = logging.DEBUG if quiet else logging.INFO
@@ -143,6 +158,22 @@ class Registry:
             await probe.send({"probe": True})
         except Exception as e:  # the heartbeats come anyway
             log.warning("could not ask tool services to announce themselves: %s", e)
+        self._settling = asyncio.create_task(self._settle_after_probe(),
+                                             name="registry-settling")
+
+    async def _settle_after_probe(self) -> None:
+        # one timer, not a poll: then wait for the notifier to apply what came meanwhile
+        await asyncio.sleep(self.settle)
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._applying and not self._wake.is_set())
+        self._settled.set()
+
+    async def settled(self) -> None:
+        """Return once the answers to the start-up probe are in and applied (module
+        docstring): at once after the first ``settle`` seconds, or if never started."""
+        if self._settled.is_set() or self._settling is None:
+            return
+        await self._settled.wait()
 
     async def stop(self) -> None:
         uncount, self._uncount = self._uncount, None
@@ -151,6 +182,10 @@ class Registry:
         subscription, self._subscription = self._subscription, None
         if subscription is not None:
             await subscription.close()
+        settling, self._settling = self._settling, None
+        if settling is not None:
+            settling.cancel()
+        self._settled.set()  # nobody waits on a stopped registry
         notifier, self._notifier = self._notifier, None
         if notifier is not None:
             # awaited: a rebuild it is running must not outlive the owner's clients
@@ -279,8 +314,8 @@ class Registry:
         record = self._records.get(key)
         if record is None or record.instances.pop(instance_id, None) is None:
             return
-        log.log(self._warnings, "tool service %s: instance %s not heard from in its ttl; counted as gone (%d "
-                "left)", key[1], instance_id, len(record.instances))
+        log.log(self._warnings, "tool service %s: instance %s not heard from in its ttl; "
+                "counted as gone (%d left)", key[1], instance_id, len(record.instances))
         self._settle(record)
 
     def _settle(self, record: ServiceRecord) -> None:
@@ -333,6 +368,7 @@ class Registry:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            self._applying = True
             dirty, self._dirty = self._dirty, set()
             for workspace in sorted(dirty):
                 if self._on_change is None:
@@ -343,4 +379,5 @@ class Registry:
                     log.exception("applying the announced tool services of workspace %r "
                                   "failed", workspace)
             async with self._changed:
+                self._applying = self._wake.is_set()
                 self._changed.notify_all()
