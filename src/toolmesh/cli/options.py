@@ -86,6 +86,22 @@ GATEWAY_BOUNDS = (
           "seconds a WebSocket may take to authenticate when a token is set"),
     Bound("--ws-send-timeout", "TOOLMESH_WS_SEND_TIMEOUT", float, 10,
           "seconds a WebSocket client may leave answers unread before it is cut off"),
+    # one tenant cannot hold the rest out (toolmesh.gateway.quotas, .throttle); 0: off
+    Bound("--ws-idle-timeout", "TOOLMESH_WS_IDLE_TIMEOUT", float, 300,
+          "seconds an authenticated WebSocket may go without a request before it is closed"),
+    Bound("--token-connections", "TOOLMESH_TOKEN_CONNECTIONS", int, 128,
+          "connections one scoped token may hold at once; more get 429"),
+    Bound("--workspace-connections", "TOOLMESH_WORKSPACE_CONNECTIONS", int, 256,
+          "connections the scoped tokens of one workspace may hold together; more get 429"),
+    Bound("--token-requests", "TOOLMESH_TOKEN_REQUESTS", int, 256,
+          "requests one scoped token may have in flight at once; more get 429"),
+    Bound("--admin-share", "TOOLMESH_ADMIN_SHARE", float, 0.0625,
+          "share of --max-connections only the gateway's own token may use"),
+    Bound("--auth-failure-rate", "TOOLMESH_AUTH_FAILURE_RATE", float, 2,
+          "wrong tokens a second one client address may send, after a burst of "
+          "--auth-failure-burst; beyond, every token it sends gets 429"),
+    Bound("--auth-failure-burst", "TOOLMESH_AUTH_FAILURE_BURST", int, 8,
+          "wrong tokens one client address may send at once"),
 )
 
 #: one per field of :class:`toolmesh.agent.loop.AgentOptions` that a flag sets
@@ -230,7 +246,8 @@ def add_gateway(parser: argparse.ArgumentParser, *, startup_grace: float = 15.0)
                              "(e.g. behind a proxy); repeat for more (env TOOLMESH_ALLOW_HOSTS)")
     parser.add_argument("--insecure", action="store_true",
                         default=os.environ.get("TOOLMESH_INSECURE", "") in ("1", "true", "yes"),
-                        help="allow listening beyond loopback without a token (dangerous)")
+                        help="allow listening beyond loopback without a token, or with a weak "
+                             "one (under 16 characters or repetitive; dangerous)")
     parser.add_argument("--no-workbench", action="store_true",
                         default=os.environ.get("TOOLMESH_NO_WORKBENCH", "") in ("1", "true", "yes"),
                         help="do not serve the Workbench web UI at /workbench/ (env "

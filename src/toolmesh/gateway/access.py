@@ -20,8 +20,8 @@ in the upgrade or authenticate with its first frame. Each request then passes :m
 admit`: the capability it needs (:mod:`toolmesh.gateway.scopes`) and its workspace must be the
 caller's, else ``403 forbidden`` naming the capability or the workspace.
 
-Listening beyond loopback without a token is refused at start (:func:`check_exposure`)
-unless the operator says ``--insecure``.
+Listening beyond loopback without a token, or with a weak one, is refused at start
+(:func:`check_exposure`) unless the operator says ``--insecure``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from toolmesh.errors import ToolmeshError
 from toolmesh.gateway.auth import Auth, Identity
 from toolmesh.gateway.mcp_items import admit_mcp_items
 from toolmesh.gateway.scopes import need
+from toolmesh.gateway.throttle import Throttled
+from toolmesh.gateway.token_strength import SUGGESTION, weakness
 from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy, AddressRefused
 from toolmesh.web.routes import is_page_path
 
@@ -104,16 +106,36 @@ def is_loopback(host: str) -> bool:
 
 
 def check_exposure(*, host: str, token: str | None, insecure: bool) -> None:
-    """Refuse to listen beyond loopback without a token (unless ``insecure``)."""
-    if is_loopback(host) or token:
+    """Refuse to listen beyond loopback without a token, or with a weak one
+    (:mod:`toolmesh.gateway.token_strength`), unless ``insecure``; on loopback a weak token is
+    only warned about."""
+    weak = weakness(token) if token else None
+    if is_loopback(host):
+        if weak is not None:
+            log.warning("WEAK TOKEN: the gateway's token is weak: %s; accepted on loopback, "
+                        "refused on any other address without --insecure. Make a strong one "
+                        "with %s", weak, SUGGESTION)
+        return
+    if token and weak is None:
         return
     if not insecure:
+        if token:
+            raise AccessError(
+                f"refusing to listen on {host} with a weak token: {weak}. A guesser who can "
+                f"reach this address would find it. Make a strong one with {SUGGESTION} "
+                "(set it as TOOLMESH_GATEWAY_TOKEN or in --token-file PATH), or listen on "
+                "127.0.0.1, or pass --insecure to accept the risk")
         raise AccessError(
             f"refusing to listen on {host} without a token: anyone who can reach this address "
             "could change config and call tools. Set TOOLMESH_GATEWAY_TOKEN (or "
             "--token-file PATH), or listen on 127.0.0.1, or pass --insecure to accept the risk")
-    log.warning("INSECURE: listening on %s with no token (--insecure): anyone who can reach "
-                "it, and any web page by DNS rebinding, can change config and call tools", host)
+    if token:
+        log.warning("INSECURE: listening on %s with a weak token (--insecure): %s; anyone who "
+                    "can reach it may guess it", host, weak)
+    else:
+        log.warning("INSECURE: listening on %s with no token (--insecure): anyone who can reach "
+                    "it, and any web page by DNS rebinding, can change config and call tools",
+                    host)
 
 
 def normalize_origin(origin: str) -> str | None:
@@ -257,8 +279,8 @@ class AccessPolicy:
         socket); ``None``: no valid token."""
         header = request.headers.get("Authorization")
         if request.path == "/api/v1/socket" and header is None and "token" in request.query:
-            return await self.auth.identify(request.query.get("token"))
-        return await self.auth.identify_header(header)
+            return await self.auth.identify(request.query.get("token"), peer=request.remote)
+        return await self.auth.identify_header(header, peer=request.remote)
 
     async def admit(self, caller: Identity | None, service: str, request: dict[str, Any],
                     workspace: str) -> dict[str, Any]:
@@ -323,6 +345,10 @@ class AccessPolicy:
             return self._preflight(origin)
         try:
             identity = await self.identify(request)
+        except Throttled as e:  # too many wrong tokens from this address: not even checked
+            refused = error_response(429, e.type, e.message)
+            refused.headers["Retry-After"] = e.retry_after_header
+            return refused
         except ToolmeshError as e:  # the token table could not be loaded
             return error_response(503, e.type, f"cannot check the token now: {e.message}")
         request[IDENTITY] = identity

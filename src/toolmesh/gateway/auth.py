@@ -7,6 +7,8 @@
   A scoped token it presents still limits it, and one that is revoked or unknown is refused.
 
 Comparisons take the same time whatever the token holds (see :mod:`toolmesh.config.tokens`).
+Every token presented from a network address passes the failed-auth throttle first
+(:mod:`toolmesh.gateway.throttle`): guessing is slowed wherever it is tried, REST or WebSocket.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Protocol
 
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.config.tokens import CAPABILITIES, looks_scoped
+from toolmesh.gateway.throttle import AuthThrottle
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,11 +71,14 @@ class TokenLookup(Protocol):
 
 class Auth:
     """Checks tokens: exactly the gateway's token is :data:`ADMIN`, scoped tokens are looked
-    up in ``tokens``; without a gateway token everyone else is :data:`LOCAL`."""
+    up in ``tokens``; without a gateway token everyone else is :data:`LOCAL`. ``throttle``:
+    wrong tokens per client address (none: not throttled)."""
 
-    def __init__(self, token: str | None, tokens: TokenLookup | None = None) -> None:
+    def __init__(self, token: str | None, tokens: TokenLookup | None = None, *,
+                 throttle: AuthThrottle | None = None) -> None:
         self._token = token or None
         self._tokens = tokens
+        self.throttle = throttle
 
     @property
     def required(self) -> bool:
@@ -88,8 +94,24 @@ class Auth:
             token.encode("utf-8", "surrogateescape"),
             self._token.encode("utf-8", "surrogateescape"))
 
-    async def identify(self, token: str | None) -> Identity | None:
-        """Who presents ``token``; ``None``: refused."""
+    async def identify(self, token: str | None, *, peer: str | None = None) -> Identity | None:
+        """Who presents ``token`` from address ``peer``; ``None``: refused.
+        :class:`~toolmesh.gateway.throttle.Throttled` when ``peer`` sent too many wrong ones."""
+        if not token or self.throttle is None:
+            return await self._check(token)
+        attempt = self.throttle.take(peer)
+        try:
+            identity = await self._check(token)
+        except BaseException:  # a token that could not be checked costs no attempt
+            self.throttle.give_back(attempt)
+            raise
+        if identity is not None:  # nor does a right one
+            self.throttle.give_back(attempt)
+        else:
+            self.throttle.failed(attempt)
+        return identity
+
+    async def _check(self, token: str | None) -> Identity | None:
         if self._token is not None and token and self.accepts(token):
             return ADMIN
         if token and looks_scoped(token) and self._tokens is not None:
@@ -103,7 +125,9 @@ class Auth:
             return identity
         return await self._tokens.current(identity)
 
-    async def identify_header(self, header: str | None) -> Identity | None:
-        """Who sends ``Authorization: Bearer <token>`` (or no such header)."""
+    async def identify_header(self, header: str | None, *,
+                              peer: str | None = None) -> Identity | None:
+        """Who sends ``Authorization: Bearer <token>`` (or no such header) from ``peer``."""
         scheme, _, token = (header or "").partition(" ")
-        return await self.identify(token.strip() if scheme.lower() == "bearer" else None)
+        return await self.identify(token.strip() if scheme.lower() == "bearer" else None,
+                                   peer=peer)

@@ -12,7 +12,11 @@ Whatever a client sends, the gateway's memory and connections stay bounded:
 * a WebSocket runs at most ``ws_in_flight`` requests at once (beyond: a ``too-many-requests``
   error frame), must authenticate within ``ws_auth_timeout`` seconds when a token is set, and
   is closed after ``ws_auth_attempts`` wrong tokens; a peer that leaves the gateway's frames
-  unread for ``ws_send_timeout`` seconds is cut off (else it would hold its connection forever).
+  unread for ``ws_send_timeout`` seconds is cut off (else it would hold its connection forever),
+  and an authenticated one with no request for ``ws_idle_timeout`` seconds is closed (1001);
+* one tenant cannot hold the rest out: per-token and per-workspace connection quotas, a
+  per-token quota of requests in flight and the admin's reserve (:mod:`.quotas`); wrong tokens
+  are throttled per client address (:mod:`.throttle`). 0 turns a quota or the throttle off.
 
 What a body costs once answered is :mod:`toolmesh.gateway.memory`'s business.
 """
@@ -23,7 +27,7 @@ import asyncio
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -46,6 +50,19 @@ class Bounds:
     ws_auth_timeout: float = 5.0
     ws_auth_attempts: int = 3
     ws_send_timeout: float = 10.0
+    ws_idle_timeout: float = 300.0
+    #: connections one scoped token, and the tokens of one workspace, may hold at once
+    token_connections: int = 128
+    workspace_connections: int = 256
+    #: requests one scoped token may have in flight at once (REST and WebSocket)
+    token_requests: int = 256
+    #: the share of ``max_connections`` only the admin may use
+    admin_share: float = 0.0625
+    #: wrong tokens per client address: ``auth_failure_burst`` at once, then this many a second
+    auth_failure_rate: float = 2.0
+    auth_failure_burst: int = 8
+    #: client addresses the throttle remembers (least recently used forgotten first)
+    auth_throttle_addresses: int = 16_384
 
 
 class BodyBudget:
@@ -80,6 +97,15 @@ class _Refuse(asyncio.Protocol):
         transport.close()
 
 
+class ConnectionWatcher(Protocol):
+    """Told of each connection the cap admits (:class:`~toolmesh.gateway.quotas.
+    ConnectionQuotas`): ``reserved`` when it was accepted into the admin's reserve."""
+
+    def opened(self, connection: object, *, reserved: bool) -> None: ...
+
+    def lost(self, connection: object) -> None: ...
+
+
 class _Counted(asyncio.Protocol):
     """Counts its connection as open from the moment it is accepted until it is lost; all else
     is the wrapped protocol's."""
@@ -88,8 +114,14 @@ class _Counted(asyncio.Protocol):
         self._inner = inner
         self._site = site
         site.open += 1
+        # decided at accept, as the count: the last ``reserve`` of the cap are the admin's
+        self._reserved = site.open > site.max_connections - site.reserve
+        self._transport: Any = None
 
     def connection_made(self, transport: Any) -> None:
+        self._transport = transport
+        if self._site.watcher is not None:
+            self._site.watcher.opened(transport, reserved=self._reserved)
         self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
@@ -106,6 +138,8 @@ class _Counted(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._site.open -= 1
+        if self._site.watcher is not None and self._transport is not None:
+            self._site.watcher.lost(self._transport)
         self._inner.connection_lost(exc)
 
 
@@ -115,14 +149,18 @@ class CappedSite(web.TCPSite):
     It counts connections itself, from the moment each is accepted: aiohttp lists one only
     once its ``connection_made`` has run, a loop iteration later, so a burst of connections
     accepted together all saw the same count and went past the cap (171 of 300 against a cap
-    of 50).
+    of 50). The last ``reserve`` connections are accepted into the admin's reserve, and
+    ``watcher`` hears of every connection (:mod:`.quotas` decides whom they serve).
     """
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, *,
                  max_connections: int, sockets: Sequence[socket.socket] = (),
+                 reserve: int = 0, watcher: ConnectionWatcher | None = None,
                  **kwargs: Any) -> None:
         super().__init__(runner, host, port, **kwargs)
         self.max_connections = max_connections
+        self.reserve = reserve
+        self.watcher = watcher
         #: sockets already listening, served instead of binding ``host`` and ``port``
         self.sockets = tuple(sockets)
         #: the servers of the sockets after the first (``_server`` serves that one)

@@ -39,7 +39,7 @@ from toolmesh.config.service import (
 from toolmesh.errors import RequestError, RequestTimeout, ToolmeshError
 from toolmesh.gateway.access import IDENTITY, AccessPolicy, check_exposure
 from toolmesh.gateway.auth import Auth, Identity
-from toolmesh.gateway.bounds import BodyBudget, BoundedWebSocket, Bounds, CappedSite
+from toolmesh.gateway.bounds import BodyBudget, Bounds, CappedSite
 from toolmesh.gateway.deadlines import Deadlines, hint
 from toolmesh.gateway.endpoints import (
     BusEndpoint,
@@ -52,6 +52,7 @@ from toolmesh.gateway.endpoints import (
 from toolmesh.gateway.flows import DEFAULT_FLOW, FlowRegistry, FlowService
 from toolmesh.gateway.http_log import quiet_malformed_requests
 from toolmesh.gateway.json_body import BadJson, parse_json, valid_text
+from toolmesh.gateway.last_resort import last_resort
 from toolmesh.gateway.library import LibrarianService
 from toolmesh.gateway.memory import (
     LARGE_BODY,
@@ -60,8 +61,10 @@ from toolmesh.gateway.memory import (
     release_memory,
 )
 from toolmesh.gateway.openapi import openapi_handler
-from toolmesh.gateway.socket import SocketSession
+from toolmesh.gateway.quotas import ConnectionQuotas, reserved_connections
+from toolmesh.gateway.socket import SocketSession, serve_socket
 from toolmesh.gateway.socket_host import Send
+from toolmesh.gateway.throttle import throttle_of
 from toolmesh.gateway.tokens import IamService, TokenRegistry, TokenService
 from toolmesh.gateway.tool_service import ToolServiceEndpoint
 from toolmesh.logs import register_secret
@@ -91,6 +94,7 @@ ERROR_STATUS: dict[str, int] = {
     "forbidden": 403,
     "unknown-flow": 404,
     "unknown-service": 404,
+    "too-many-requests": 429,
     "service-unavailable": 503,
     "timeout": 504,
 }
@@ -153,7 +157,8 @@ class Gateway:
         self.options = options
         # scoped tokens (toolmesh.gateway.tokens): checked against the config service's table
         self.tokens = TokenRegistry(bus, timeout=options.deadlines.of("config"))
-        self.auth = Auth(options.token, self.tokens)
+        self.auth = Auth(options.token, self.tokens, throttle=throttle_of(options.bounds))
+        self.quotas = ConnectionQuotas.of(options.bounds)  # per token and workspace
         register_secret(options.token)
         self.access = AccessPolicy.build(listen_host=options.host, auth=self.auth,
                                          allow_origins=options.allow_origins,
@@ -227,7 +232,8 @@ class Gateway:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.options.bounds.max_body,
-                              middlewares=[self._last_resort, self.access.middleware])
+                              middlewares=[last_resort, self.access.middleware,
+                                           self.quotas.middleware])
         app.router.add_get("/api/v1/socket", self._socket)
         app.router.add_post("/api/v1/flow/{flow}/service/{service}", self._flow_rest)
         app.router.add_get("/api/v1/openapi.json", openapi_handler)
@@ -269,7 +275,9 @@ class Gateway:
                                      handler_cancellation=True)
         await self._runner.setup()
         site = CappedSite(self._runner, self.options.host, self.options.port,
-                          max_connections=bounds.max_connections, sockets=self.options.sockets)
+                          max_connections=bounds.max_connections, sockets=self.options.sockets,
+                          reserve=reserved_connections(bounds.max_connections,
+                                                       bounds.admin_share), watcher=self.quotas)
         try:
             await site.start()
         except OSError as e:
@@ -358,27 +366,6 @@ class Gateway:
     async def _flow_rest(self, request: web.Request) -> web.Response:
         return await self._rest(request, request.match_info["service"],
                                 flow=request.match_info["flow"])
-
-    @web.middleware
-    async def _last_resort(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """A bug must not reach the client as aiohttp's text 500: log it, answer JSON."""
-        try:
-            return await handler(request)
-        except web.HTTPException as e:
-            if e.status < 400 or request.path.startswith("/api/v1/socket"):
-                raise
-            response = error_response(
-                e.status, "not-found" if e.status == 404 else "bad-request",
-                e.reason if e.status != 404 else f"no route {request.path!r}")
-            if "Allow" in e.headers:  # a 405 says which methods the route takes
-                response.headers["Allow"] = e.headers["Allow"]
-            return response
-        except (asyncio.CancelledError, ConnectionError):
-            raise
-        except Exception:
-            log.exception("unexpected failure answering %s %r", request.method, request.path)
-            return error_response(500, "internal-error", "the gateway failed on this request "
-                                  "(a bug: its log has the details)")
 
     async def _read(self, request: web.Request) -> dict[str, Any] | web.Response:
         """The request's body as a JSON object, or the response that refuses it."""
@@ -475,8 +462,9 @@ class Gateway:
                           attributes={"toolmesh.service": endpoint.name,
                                       "toolmesh.route": route}) as span:
             try:
-                await self._forward(endpoint, request, workspace=workspace, flow=flow,
-                                    timeout=timeout, send=observed, caller=caller)
+                with self.quotas.in_flight(caller):
+                    await self._forward(endpoint, request, workspace=workspace, flow=flow,
+                                        timeout=timeout, send=observed, caller=caller)
             except ToolmeshError as e:
                 outcome = e.type
                 raise
@@ -540,20 +528,8 @@ class Gateway:
 
     # -- WebSocket ----------------------------------------------------------------------
 
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
-        ws = BoundedWebSocket(send_timeout=self.options.bounds.ws_send_timeout,
-                              max_msg_size=self.options.bounds.max_body, heartbeat=30)
-        if not ws.can_prepare(request).ok:
-            return error_response(400, "bad-request", "this is the WebSocket endpoint: "
-                                  "connect to it with a WebSocket client")  # type: ignore[return-value]
-        await ws.prepare(request)
-        session = SocketSession(self, ws, identity=request.get(IDENTITY))
-        self._sessions.add(session)
-        try:
-            await session.run()
-        finally:
-            self._sessions.discard(session)
-        return ws
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        return await serve_socket(self, request, self._sessions)
 
     def find(self, service: str) -> Endpoint | None:
         """The endpoint a WebSocket frame names (global services ignore ``flow``)."""

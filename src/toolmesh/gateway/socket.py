@@ -8,9 +8,14 @@ requests that name no workspace go) / ``{"type": "auth-failed", ...}``, then per
 ``{"id", "response", "complete"}`` for each response and ``{"id", "error", "complete": true}``
 when it fails. A bad frame gets an error frame (with its id when it has one); input never
 closes the connection — only the bounds do: no authentication within ``ws_auth_timeout``
-seconds, or ``ws_auth_attempts`` wrong tokens (close code 1008). Each request is admitted with
-the identity the socket authenticated as (checked again per request, so a revoked token stops
-at once).
+seconds, ``ws_auth_attempts`` wrong tokens, too many wrong tokens from the client's address
+(:mod:`.throttle`, ``auth-throttled``) or a token over its connection quota (:mod:`.quotas`,
+``too-many-connections``; ``server-busy`` on a connection kept for the admin): close code 1008,
+the reason starting with the error type, after an ``auth-failed`` frame saying why. An
+authenticated socket with no request in flight and no frame from its client for
+``ws_idle_timeout`` seconds is closed too (1001, ``idle-timeout: ...``): idle sockets cannot
+pile up. Each request is admitted with the identity the socket authenticated as (checked again
+per request, so a revoked token stops at once).
 """
 
 from __future__ import annotations
@@ -25,8 +30,12 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from toolmesh import json_codec
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.errors import ToolmeshError
+from toolmesh.gateway.access import IDENTITY
 from toolmesh.gateway.auth import Identity
+from toolmesh.gateway.bounds import BoundedWebSocket
 from toolmesh.gateway.json_body import BadJson, parse_json, top_level_id
+from toolmesh.gateway.quotas import Refusal
+from toolmesh.gateway.throttle import Throttled
 
 if TYPE_CHECKING:
     from toolmesh.gateway.socket_host import SocketHost
@@ -48,12 +57,21 @@ class SocketSession:
     """Serves one WebSocket until the client closes it or the gateway stops."""
 
     def __init__(self, gateway: SocketHost, ws: web.WebSocketResponse, *,
-                 identity: Identity | None) -> None:
+                 identity: Identity | None, peer: str | None = None,
+                 connection: object | None = None) -> None:
         self.gateway = gateway
         self.ws = ws
         self.bounds = gateway.options.bounds
         #: who the socket authenticated as (the upgrade's token, or the last auth frame's)
         self.identity = identity
+        #: the client's address (the throttle's key) and its connection (the quotas')
+        self.peer = peer
+        self.connection = connection
+        self._loop = asyncio.get_running_loop()
+        #: when the client last sent a frame or its last request ended
+        self._active = self._loop.time()
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_close: asyncio.Task[None] | None = None
         self._failed_auths = 0
         self._send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -79,8 +97,11 @@ class SocketSession:
     async def run(self) -> None:
         if not self.authenticated:
             self._auth_deadline = asyncio.create_task(self._close_unless_authenticated())
+        else:
+            self._arm_idle(self.bounds.ws_idle_timeout)
         try:
             async for message in self.ws:
+                self._active = self._loop.time()
                 if message.type == WSMsgType.TEXT:
                     await self._on_frame(message.data)
                 elif message.type == WSMsgType.BINARY:
@@ -90,6 +111,8 @@ class SocketSession:
         finally:
             if self._auth_deadline is not None:
                 self._auth_deadline.cancel()
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -107,6 +130,32 @@ class SocketSession:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.close()
+
+    def _arm_idle(self, delay: float) -> None:
+        """One timer per idle period, not a poll: it looks once, and either closes the socket
+        or waits for the rest of the period since the last activity."""
+        if self.bounds.ws_idle_timeout > 0 and self._idle_timer is None and not self._stopping:
+            self._idle_timer = self._loop.call_later(delay, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._idle_timer = None
+        if self._tasks or self.ws.closed:
+            return  # re-armed when the last request ends
+        left = self._active + self.bounds.ws_idle_timeout - self._loop.time()
+        if left > 0:
+            self._arm_idle(left)
+            return
+        timeout = f"{self.bounds.ws_idle_timeout:g}"
+        # held until done (the close is bounded by ws_send_timeout), not cancelled with the
+        # session's requests: the reading loop ends with it
+        self._idle_close = asyncio.create_task(self.close(WSCloseCode.GOING_AWAY, (
+            f"idle-timeout: no request for {timeout} s; connect again when needed").encode()))
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not self._tasks:
+            self._active = self._loop.time()
+            self._arm_idle(self.bounds.ws_idle_timeout)
 
     async def _close_unless_authenticated(self) -> None:
         """A timer, not a poll: one wait, then one look."""
@@ -150,20 +199,32 @@ class SocketSession:
             return
         task = asyncio.create_task(self._on_request(request_id, frame))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._request_done)
 
     async def _on_auth(self, frame: dict[str, Any]) -> None:
         token = frame.get("token")
         try:
-            identity = await self.gateway.auth.identify(token if isinstance(token, str) else None)
+            identity = await self.gateway.auth.identify(token if isinstance(token, str) else None,
+                                                        peer=self.peer)
+        except Throttled as e:  # too many wrong tokens from this address: not even checked
+            await self._refuse(Refusal(429, e.type, e.message, f"{e.type}: too many wrong "
+                                       f"tokens from this address; retry in "
+                                       f"{e.retry_after_header} s"))
+            return
         except ToolmeshError as e:  # the token table could not be loaded: not a wrong token
             await self.send({"type": "auth-failed",
                              "error": f"cannot check the token now: {e.message}"})
             return
+        if identity is not None:
+            refusal = self.gateway.quotas.claim(self.connection, identity)
+            if refusal is not None:
+                await self._refuse(refusal)
+                return
         self.identity = identity
         if identity is not None:
             if self._auth_deadline is not None:
                 self._auth_deadline.cancel()
+            self._arm_idle(self.bounds.ws_idle_timeout)
             await self.send({"type": "auth-ok", "default_workspace": identity.default_workspace})
             return
         self._failed_auths += 1
@@ -171,6 +232,13 @@ class SocketSession:
         if self._failed_auths >= self.bounds.ws_auth_attempts:
             await self.close(WSCloseCode.POLICY_VIOLATION,
                              f"{self._failed_auths} wrong tokens".encode())
+
+    async def _refuse(self, refusal: Refusal) -> None:
+        """Say why in an ``auth-failed`` frame, then close with the reason's short form."""
+        self.identity = None
+        await self.send({"type": "auth-failed", "error": refusal.message,
+                         "error-type": refusal.type})
+        await self.close(WSCloseCode.POLICY_VIOLATION, refusal.reason.encode()[:123])
 
     async def _on_request(self, request_id: str | int, frame: dict[str, Any]) -> None:
         try:
@@ -222,3 +290,25 @@ class SocketSession:
                                        route="socket")
         except ToolmeshError as e:
             await self.error(request_id, e.type, e.message)
+
+
+async def serve_socket(host: SocketHost, request: web.Request,
+                       sessions: set[SocketSession]) -> web.StreamResponse:
+    """The ``/api/v1/socket`` route: upgrade, then serve the session until it ends
+    (``sessions`` holds it meanwhile, for the gateway's drain)."""
+    bounds = host.options.bounds
+    ws = BoundedWebSocket(send_timeout=bounds.ws_send_timeout, max_msg_size=bounds.max_body,
+                          heartbeat=30)
+    if not ws.can_prepare(request).ok:
+        return web.json_response({"error": {"type": "bad-request", "message": "this is the "
+                                            "WebSocket endpoint: connect to it with a WebSocket "
+                                            "client"}}, status=400)
+    await ws.prepare(request)
+    session = SocketSession(host, ws, identity=request.get(IDENTITY), peer=request.remote,
+                            connection=request.transport)
+    sessions.add(session)
+    try:
+        await session.run()
+    finally:
+        sessions.discard(session)
+    return ws

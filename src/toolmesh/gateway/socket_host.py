@@ -11,6 +11,7 @@ from toolmesh.gateway.auth import Identity
 from toolmesh.gateway.bounds import Bounds
 from toolmesh.gateway.deadlines import Deadlines
 from toolmesh.gateway.endpoints import Endpoint
+from toolmesh.gateway.quotas import ConnectionQuotas
 
 #: where an endpoint's responses go: ``send(response, final)``
 Send = Callable[[dict[str, Any], bool], Awaitable[None]]
@@ -25,7 +26,8 @@ class HostOptions(Protocol):
 
 
 class Identifier(Protocol):
-    async def identify(self, token: str | None) -> Identity | None: ...
+    async def identify(self, token: str | None, *,
+                       peer: str | None = None) -> Identity | None: ...
 
 
 class SocketHost(Protocol):
@@ -39,6 +41,9 @@ class SocketHost(Protocol):
 
     @property
     def endpoints(self) -> Mapping[str, Endpoint]: ...
+
+    @property
+    def quotas(self) -> ConnectionQuotas: ...
 
     def find(self, service: str) -> Endpoint | None:
         """The endpoint serving ``service``, if any."""

@@ -38,6 +38,12 @@ ERRORS: dict[str, tuple[str, str, tuple[str, ...] | None]] = {
             "default).", ("request-too-large",)),
     "415": ("UnsupportedMediaType", "The body was not sent as `Content-Type: "
             "application/json`.", ("unsupported-media-type",)),
+    "429": ("TooManyRequests", "A limit of the caller's (docs/security.md, Limits): too "
+            "many wrong tokens from its address (`auth-throttled`, with `Retry-After`: every "
+            "token it sends is refused until then), its scoped token or workspace holds its "
+            "quota of connections (`too-many-connections`; the connection is closed) or its "
+            "token has its quota of requests in flight (`too-many-requests`).",
+            ("auth-throttled", "too-many-connections", "too-many-requests")),
     "500": ("InternalError", "A bug in the gateway; its log has the details.",
             ("internal-error",)),
     "502": ("BadGateway", "The call failed in a way that has no status of its own; `type` "
@@ -45,15 +51,17 @@ ERRORS: dict[str, tuple[str, str, tuple[str, ...] | None]] = {
             "the config service while the flow was looked up). A service that answers with an "
             "error is not a 502: its answer is an HTTP 200 body with `error`.", None),
     "503": ("ServiceUnavailable", "The gateway is at a limit (`server-busy`: too many "
-            "connections or request bodies at once; try again shortly), or nothing serves the "
+            "connections or request bodies at once, or the last connections are kept for the "
+            "admin; try again shortly), or nothing serves the "
             "service's queue (`service-unavailable`: the message names the process to start).",
             ("server-busy", "service-unavailable")),
     "504": ("Timeout", "The service did not answer before the request's deadline (the "
             "route's, or the shorter one X-Timeout asked for).", ("timeout",)),
 }
 #: the statuses any route may answer (access checks, limits, bugs)
-ANY_ROUTE = ("403", "500", "503")
-SERVICE_ERRORS = ("400", "401", "403", "404", "408", "413", "415", "500", "502", "503", "504")
+ANY_ROUTE = ("403", "429", "500", "503")
+SERVICE_ERRORS = ("400", "401", "403", "404", "408", "413", "415", "429", "500", "502", "503",
+                  "504")
 
 DESCRIPTION = """\
 toolmesh's gateway: TrustGraph's `/api/v1` over HTTP (this document) and a WebSocket
