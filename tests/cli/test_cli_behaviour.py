@@ -125,16 +125,17 @@ PART_OPTIONS = {
     "config": {"--config-store", "--mcp-stdio-allow"},
     "gateway": {"--host", "--port", "--token", "--token-file", "--allow-origin", "--allow-host",
                 "--insecure", "--no-workbench", "--startup-grace", "--deadline",
+                "--mcp-allow", "--mcp-deny",
                 *(bound.flag for bound in options.GATEWAY_BOUNDS)},
     "agent": {"--flow", "--no-announcements", "--tool-calling", "--step-temperature",
               "--dialogs", "--dialogs-keep", "--dialogs-days", "--approval",
               *(bound.flag for bound in options.AGENT_BOUNDS),
               *(bound.flag for bound in options.STREAM_BOUNDS)},
-    "prompt": set(),
+    "prompt": {bound.flag for bound in options.PROMPT_BOUNDS},
     "text-completion": {"--llm", "--model", "--api-key", "--api-key-file", "--temperature",
                         "--llm-server", "--tool-calling",
                         *(bound.flag for bound in options.STREAM_BOUNDS)},
-    "mcp-tool": {"--mcp-stdio-allow", "--flow"},
+    "mcp-tool": {"--mcp-stdio-allow", "--flow", "--mcp-allow", "--mcp-deny"},
     "joke": TOOL_SERVICE_OPTIONS,
     "joke-streaming": TOOL_SERVICE_OPTIONS,
     "wordtools:WordCount": TOOL_SERVICE_OPTIONS,
@@ -268,7 +269,7 @@ def test_a_bad_log_level_is_a_usage_error(how: str) -> None:
     code, _, err = toolmesh("run", "prompt", *args, env=env)
     assert code == 2
     usage, error = usage_error(err)
-    assert usage.startswith("usage: toolmesh run prompt [-h] [--bus BUS]")
+    assert usage.startswith("usage: toolmesh run prompt [-h]") and "[--bus BUS]" in err
     assert error == ("toolmesh run prompt: error: argument --log-level: 'loud' is not one of "
                      "DEBUG, INFO, WARNING, ERROR, CRITICAL")
 

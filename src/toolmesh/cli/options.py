@@ -278,7 +278,7 @@ def add_mcp_stdio(parser: argparse.ArgumentParser) -> None:
 def add_mcp_addresses(parser: argparse.ArgumentParser) -> None:
     """Where MCP servers may be reached (:mod:`toolmesh.mcp.addresses`): read by the gateway
     (when an mcp item is put) and the mcp-tool service (when it connects)."""
-    from toolmesh.mcp import addresses
+    from toolmesh.config import mcp_addresses as addresses
 
     parser.add_argument(addresses.ALLOW_FLAG, dest="mcp_allow", action="append",
                         metavar="ADDR[,ADDR...]", default=_env_list(addresses.ALLOW_ENV),

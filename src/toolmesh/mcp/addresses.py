@@ -42,12 +42,9 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from toolmesh.config.mcp_addresses import ALLOW_ENV, ALLOW_FLAG, DENY_ENV, DENY_FLAG
 from toolmesh.errors import ToolmeshError
 
-ALLOW_FLAG = "--mcp-allow"
-DENY_FLAG = "--mcp-deny"
-ALLOW_ENV = "TOOLMESH_MCP_ALLOW"
-DENY_ENV = "TOOLMESH_MCP_DENY"
 #: the field of an ``mcp`` item that says which addresses it may reach
 REACH_FIELD = "reach"
 #: ``any``: every address the operator does not deny (the default: an admin's item);

@@ -179,6 +179,35 @@ def _paths() -> dict[str, Any]:
                                               "application/openmetrics-text": {
                                                   "schema": {"type": "string"}}}},
                           **_errors(("401", *ANY_ROUTE))}}},
+        "/api/metrics/query": {"get": {
+            "operationId": "metricsQuery", "summary": "Prometheus' instant query, in part",
+            "description": "The part of Prometheus' HTTP API TrustGraph's tools read "
+                           "(`tg-show-flow-state`, `tg-verify-system-status`): a metric name "
+                           "with label matchers (e.g. `processor_info`), answered from this "
+                           "gateway's own metrics in Prometheus' JSON form. Anything more is "
+                           "Prometheus' own `400 bad_data`. Needs `metrics:read`, as /metrics "
+                           "does.",
+            "tags": ["gateway"],
+            "parameters": [{"name": "query", "in": "query", "required": True,
+                            "schema": {"type": "string"}}],
+            "responses": {"200": _json({"type": "object", "required": ["status", "data"]},
+                                       "The query's result, Prometheus' way."),
+                          "400": _json({"type": "object"}, "A query this does not answer."),
+                          **_errors(("401", *ANY_ROUTE))}}},
+        "/api/v1/librarian": {"post": {
+            "operationId": "librarian", "summary": "TrustGraph's library (empty here)",
+            "description": "toolmesh keeps no documents: `list-documents` answers "
+                           "`{\"document-metadatas\": []}` and `list-processing` "
+                           "`{\"processing-metadatas\": []}`; any other operation is refused "
+                           "(`not-supported`).",
+            "tags": ["services"],
+            "requestBody": {"required": True, "content": {JSON: {"schema": {
+                "type": "object", "properties": {"operation": {"type": "string"}}}}}},
+            "responses": {"200": _json({"type": "object"}, "The (empty) listing, or an "
+                                                         "`error`."),
+                          **_errors(SERVICE_ERRORS)}}},
+        "/index.html": {"get": _page_redirect("indexRedirect", "Where TrustGraph's Workbench "
+                                                               "is: leads to /workbench/")},
         "/": {"get": _page_redirect("root", "The gateway's root: leads to the Workbench")},
         "/workbench": {"get": _page_redirect("workbenchRedirect", "Leads to /workbench/")},
         "/workbench/": {"get": _page("workbench", "The Workbench (web UI)", (
