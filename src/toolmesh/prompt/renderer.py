@@ -82,8 +82,9 @@ class _NoWorker:
 class RenderPool:
     """Worker processes that render templates within ``limits``; :meth:`render` is the way in.
 
-    Workers start with :meth:`start` (all of them, so the first requests find one ready) and
-    are replaced as soon as one is killed; :meth:`stop` kills them all.
+    Workers start when the first render or check needs one (all of them then: a deployment
+    that only renders the templates toolmesh ships, in the service itself, never starts one)
+    and are replaced as soon as one is killed; :meth:`stop` kills them all.
     """
 
     def __init__(self, *, limits: RenderLimits | None = None) -> None:
@@ -99,6 +100,8 @@ class RenderPool:
         #: the tasks starting a worker (the others wait for a killed one's exit)
         self._starts: set[asyncio.Task[None]] = set()
         self._closed = False
+        #: the workers were started (by the first request that needed one)
+        self._started = False
         # two texts of max_size characters, each at most 6 bytes as JSON (\uXXXX)
         self._max_frame = 12 * self.limits.max_size + 65536
 
@@ -110,9 +113,15 @@ class RenderPool:
         await self.stop()
 
     async def start(self) -> None:
-        """Start the workers in the background (a request waits for the first ready one)."""
+        """Open the pool; its workers start with the first request that needs one."""
         if self._closed:
-            self._closed, self._idle = False, asyncio.Queue()
+            self._closed, self._idle, self._started = False, asyncio.Queue(), False
+
+    def _fill(self) -> None:
+        """Start the workers, in the background, the first time one is needed."""
+        if self._started or self._closed:
+            return
+        self._started = True
         for _ in range(self.limits.workers - len(self._all) - self._starting):
             self._replace()
 
@@ -175,6 +184,7 @@ class RenderPool:
         if len(body) > self._max_frame:
             raise PromptError(f"{what}: the template and its variables are larger than "
                               f"{self._max_frame:,} bytes")
+        self._fill()
         seat = self._tenants.get(tenant)
         if seat is None:
             seat = self._tenants[tenant] = asyncio.Semaphore(self.per_tenant)
