@@ -139,29 +139,28 @@ class OpenAICompatible:
         nothing (the model is still the one every answer comes from)."""
         listing: Any = None
         try:
-            with self._errors():
-                async with asyncio.timeout(min(self.timeout, 10.0)):
-                    async with self._session_().get(self.base_url + "/models",
-                                                    headers=self._headers("application/json")
-                                                    ) as response:
-                        if response.status < 400:
-                            listing = json.loads(await response.text(errors="replace"))
+            listing = await self._listing()
         except (LLMError, ValueError) as e:
             log.info("the LLM at %s lists no models: %s", mask_url(self.base_url), e)
         return [served_model(self.model, listing)]
 
     async def _identify(self) -> str:
         try:
-            with self._errors():
-                async with asyncio.timeout(min(self.timeout, 10.0)):
-                    async with self._session_().get(self.base_url + "/models",
-                                                    headers=self._headers("application/json")
-                                                    ) as response:
-                        if response.status >= 400:
-                            return OPENAI.kind
-                        return identify(json.loads(await response.text(errors="replace")))
+            listing = await self._listing()
         except (LLMError, ValueError):
             return OPENAI.kind  # the chat request says what is wrong, if anything is
+        return OPENAI.kind if listing is None else identify(listing)
+
+    async def _listing(self) -> Any:
+        """What the server's ``GET /models`` answers, decoded; ``None`` for a 4xx or 5xx."""
+        with self._errors():
+            async with asyncio.timeout(min(self.timeout, 10.0)):
+                async with self._session_().get(self.base_url + "/models",
+                                                headers=self._headers("application/json")
+                                                ) as response:
+                    if response.status >= 400:
+                        return None
+                    return json.loads(await response.text(errors="replace"))
 
     async def _chat(self, request: ChatRequest, *,
                     escaping: bool | None = None) -> AsyncIterator[str | Completion]:
