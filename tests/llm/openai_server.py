@@ -131,8 +131,11 @@ class OpenAITestServer:
     def __init__(self, answers: Iterable[AnswerLike] = (), *, respond: Responder | None = None,
                  rules: Sequence[tuple[str, AnswerLike]] = (), default: AnswerLike | None = None,
                  api_key: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 kind: str = "openai", escaping: bool = False) -> None:
+                 kind: str = "openai", escaping: bool = False,
+                 honor_max_tokens: bool = False) -> None:
         self.kind = kind
+        #: a whole (not streamed) text answer stops at ``max_tokens`` words, ``"length"``
+        self.honor_max_tokens = honor_max_tokens
         self.escaping = escaping
         self._answers: deque[Answer] = deque(Answer.of(a) for a in answers)
         self._respond = respond
@@ -241,15 +244,19 @@ class OpenAITestServer:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await self._stream(request, answer, model, usage if include_usage else None)
         calls = _calls(answer)
+        text, finish = answer.text, "tool_calls" if calls else "stop"
+        limit = body.get("max_tokens")
+        if self.honor_max_tokens and isinstance(limit, int) and not calls \
+                and len(_PIECES.findall(text)) > limit:
+            text, finish = "".join(_PIECES.findall(text)[:limit]), "length"
         message: dict[str, Any] = {"role": "assistant",
-                                   "content": answer.text if answer.text or not calls else None}
+                                   "content": text if text or not calls else None}
         if calls:
             message["tool_calls"] = calls
         payload: dict[str, Any] = {
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
-                         "message": message}]}
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}]}
         if usage is not None:
             payload["usage"] = usage
         return web.json_response(payload)

@@ -14,6 +14,7 @@ import pytest
 
 from tests.llm.openai_server import Answer, OpenAITestServer, ReceivedRequest
 from tests.processes import env
+from toolmesh.llm import counting
 from toolmesh.llm import (
     Completion,
     CompletionStream,
@@ -50,6 +51,7 @@ async def test_complete_sends_system_and_user_messages_and_returns_text_and_usag
     server.add(Answer(text="Paris.", prompt_tokens=12, completion_tokens=2))
     done = await llm.complete(system="Answer briefly.", prompt="Capital of France?")
     assert done == Completion(text="Paris.", in_tokens=12, out_tokens=2, model="test-model",
+                              token_source="reported",
                                finish_reason="stop")
     [request] = server.requests
     assert request.path == "/v1/chat/completions"
@@ -95,20 +97,48 @@ async def test_stream_yields_chunks_that_join_to_the_answer_and_reports_usage(
     chunks = [c async for c in stream]
     assert chunks == ["The ", "capital ", "of ", "France ", "is ", "Paris."]
     assert stream.completion == Completion(text=text, in_tokens=4, out_tokens=7,
-                                           model="test-model", finish_reason="stop")
+                                           model="test-model", finish_reason="stop",
+                                           token_source="reported")
     assert "".join(chunks) == (await llm.complete(system="s", prompt="Capital of France?")).text
     body = server.requests[0].body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert server.requests[0].headers["Accept"] == "text/event-stream"
 
 
-async def test_stream_without_usage_has_no_token_counts(server: OpenAITestServer) -> None:
-    server.add(Answer(text="a b", chunks=["a", " b"]))
+async def test_a_stream_without_usage_is_counted(server: OpenAITestServer) -> None:
+    """llama-cpp-python reports no usage in streams (issue 41): the prompt tokens come from the
+    same request asked whole for one token, the completion tokens are the stream's pieces."""
+    server.add(Answer(text="a b", chunks=["a", " b"]), Answer(text="c d e", chunks=["c", " d e"]))
     async with OpenAICompatible(base_url=server.base_url, model="m", stream_usage=False) as llm:
-        stream = llm.stream(system="", prompt="p")
+        stream = llm.stream(system="", prompt="three word prompt")
         assert [c async for c in stream] == ["a", " b"]
-    assert stream.completion == Completion(text="a b", model="m", finish_reason="stop")
+        assert llm.stream_reports_usage is False
+        second = llm.stream(system="", prompt="p")
+        assert [c async for c in second] == ["c", " d e"]
+    assert stream.completion == Completion(text="a b", model="m", finish_reason="stop",
+                                           in_tokens=3, out_tokens=2, token_source="counted")
+    assert second.completion is not None and second.completion.in_tokens == 1
     assert "stream_options" not in server.requests[0].body
+    # the first stream was counted after it, the second before it (its prompt then cached)
+    assert [(r.body["stream"], r.body["max_tokens"] if not r.body["stream"] else None)
+            for r in server.requests] == [(True, None), (False, 1), (False, 1), (True, None)]
+    assert all("response_format" not in r.body for r in server.requests if not r.body["stream"])
+
+
+async def test_counts_a_server_will_not_give_are_estimated() -> None:
+    async def refused(body: dict[str, object]) -> Completion:
+        raise LLMError("the server refused it")
+
+    async def silent(body: dict[str, object]) -> Completion:
+        return Completion(text="x")
+
+    body = {"messages": [{"role": "user", "content": "x" * 40}], "stream": True}
+    for ask in (refused, silent):
+        tokens, source = await counting.prompt_tokens(body, ask)
+        assert (tokens, source) == (12, "estimated")  # (40 + 8) characters, four a token
+    done = counting.completed(Completion(text="abcdefgh"), in_tokens=12, source="estimated",
+                              pieces=0, text="abcdefgh")
+    assert (done.in_tokens, done.out_tokens, done.token_source) == (12, 2, "estimated")
 
 
 async def test_a_server_that_ignores_stream_true_is_read_as_one_chunk(
@@ -119,7 +149,7 @@ async def test_a_server_that_ignores_stream_true_is_read_as_one_chunk(
     stream = llm.stream(system="", prompt="p")
     assert [c async for c in stream] == ["all at once"]
     assert stream.completion == Completion(text="all at once", in_tokens=1, out_tokens=2,
-                                           model="other")
+                                           model="other", token_source="reported")
 
 
 async def test_an_error_event_mid_stream_raises_after_the_chunks_before_it(

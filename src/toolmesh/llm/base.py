@@ -40,7 +40,9 @@ class LLMRefused(LLMError):
 class Completion:
     """One whole answer of an LLM, with the token counts and model name when it reported them;
     the tool calls of a reply that calls tools, and why the model stopped (``"stop"``,
-    ``"length"``: ``max_tokens`` cut it, ``"tool_calls"``) when known."""
+    ``"length"``: ``max_tokens`` cut it, ``"tool_calls"``) when known. ``token_source``: where
+    the counts come from — ``"reported"`` by the server, ``"counted"`` or ``"estimated"`` by
+    the provider where the server reported none (:mod:`toolmesh.llm.counting`)."""
 
     text: str
     in_tokens: int | None = None
@@ -48,6 +50,7 @@ class Completion:
     model: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str | None = None
+    token_source: str | None = None
 
 
 #: how an agent gets tool calls out of a model (docs/tool-calling.md): OpenAI's ``tools``
@@ -122,7 +125,8 @@ class CompletionStream(AsyncIterator[str]):
                     out_tokens=s.out_tokens if s else None,
                     model=s.model if s else None,
                     tool_calls=s.tool_calls if s else (),
-                    finish_reason=s.finish_reason if s else None)
+                    finish_reason=s.finish_reason if s else None,
+                    token_source=s.token_source if s else None)
                 raise
             if isinstance(item, Completion):
                 self._summary = item

@@ -17,7 +17,10 @@ prompt}`` requests, which stay as they are::
      "tools"?: [{"name", "description", "parameters"}],
      "tool_choice"?: "auto" | "required" | "none" | {"name": "..."},
      "response_schema"?: {...}, "max_tokens"?: int, "stop"?: [str], "temperature"?: float,
-     "streaming": bool}
+     "action_max_tokens"?: int, "answer_marker"?: str, "streaming": bool}
+
+``action_max_tokens`` bounds a reply that calls tools (or has not reached ``answer_marker``
+yet), ``max_tokens`` an answer: a step's actions are held short, its answer is not cut.
 """
 
 from __future__ import annotations
@@ -97,6 +100,13 @@ class ChatRequest:
     stop: tuple[str, ...] = ()
     temperature: float | None = None
     stream: bool = False
+    #: the most tokens a reply that is not an answer may take (``None``: ``max_tokens``
+    #: alone): tool calls, and text before ``answer_marker`` when one is given. A step that
+    #: may call tools is bound tightly this way, its answer by ``max_tokens``
+    action_max_tokens: int | None = None
+    #: where the answer begins in the reply's text (``"final_answer"``, ``Final Answer:``);
+    #: ``None``: the reply's text is the answer, and only its tool calls are actions
+    answer_marker: str | None = None
 
     @classmethod
     def of_prompt(cls, system: str, prompt: str, **options: Any) -> ChatRequest:
@@ -120,12 +130,15 @@ def request_to_wire(request: ChatRequest) -> dict[str, Any]:
     if request.response_schema is not None:
         out["response_schema"] = dict(request.response_schema)
     out.update(limits_to_wire(max_tokens=request.max_tokens, stop=request.stop,
-                              temperature=request.temperature))
+                              temperature=request.temperature,
+                              action_max_tokens=request.action_max_tokens,
+                              answer_marker=request.answer_marker))
     return out
 
 
 def limits_to_wire(*, max_tokens: int | None, stop: Sequence[str],
-                   temperature: float | None) -> dict[str, Any]:
+                   temperature: float | None, action_max_tokens: int | None = None,
+                   answer_marker: str | None = None) -> dict[str, Any]:
     """The limit fields a request carries (only those that are set)."""
     out: dict[str, Any] = {}
     if max_tokens is not None:
@@ -134,6 +147,10 @@ def limits_to_wire(*, max_tokens: int | None, stop: Sequence[str],
         out["stop"] = list(stop)
     if temperature is not None:
         out["temperature"] = temperature
+    if action_max_tokens is not None:
+        out["action_max_tokens"] = action_max_tokens
+    if answer_marker is not None:
+        out["answer_marker"] = answer_marker
     return out
 
 
@@ -165,11 +182,19 @@ def request_from_wire(body: Mapping[str, Any]) -> ChatRequest:
 
 
 def limits_from_wire(body: Mapping[str, Any]) -> dict[str, Any]:
-    """``max_tokens``, ``stop`` and ``temperature`` of a request (any form), checked."""
+    """``max_tokens``, ``stop``, ``temperature``, ``action_max_tokens`` and ``answer_marker``
+    of a request (any form), checked."""
     max_tokens = body.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
                                    or max_tokens < 1):
         raise _bad("'max_tokens' must be a positive integer")
+    action = body.get("action_max_tokens")
+    if action is not None and (not isinstance(action, int) or isinstance(action, bool)
+                               or action < 1):
+        raise _bad("'action_max_tokens' must be a positive integer")
+    marker = body.get("answer_marker")
+    if marker is not None and (not isinstance(marker, str) or not marker):
+        raise _bad("'answer_marker' must be a non-empty string")
     stop = body.get("stop") or []
     if isinstance(stop, str):
         stop = [stop]
@@ -180,7 +205,8 @@ def limits_from_wire(body: Mapping[str, Any]) -> dict[str, Any]:
                                     or isinstance(temperature, bool) or not temperature >= 0):
         raise _bad("'temperature' must be a number, 0 or more")
     return {"max_tokens": max_tokens, "stop": tuple(stop),
-            "temperature": None if temperature is None else float(temperature)}
+            "temperature": None if temperature is None else float(temperature),
+            "action_max_tokens": action, "answer_marker": marker}
 
 
 def tool_calls_to_wire(calls: Sequence[ToolCall]) -> list[dict[str, str]] | None:

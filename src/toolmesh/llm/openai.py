@@ -20,6 +20,7 @@ from typing import Any, Self
 import aiohttp
 
 import toolmesh.llm.openai_wire as openai_wire
+from toolmesh.llm import counting
 from toolmesh.llm.base import Completion, CompletionStream, LLMError, LLMRefused
 from toolmesh.llm.chat import ChatMessage, ChatRequest
 from toolmesh.llm.models import served_model
@@ -70,6 +71,9 @@ class OpenAICompatible:
         #: the kind of server (:mod:`toolmesh.llm.quirks`); ``None``: asked at the first call
         self.server = server
         self._escaping: bool | None = None
+        #: whether the server reports token counts in streams (``None``: not seen yet); when
+        #: it does not, the provider counts them (:mod:`toolmesh.llm.counting`)
+        self.stream_reports_usage: bool | None = None
 
     async def __aenter__(self) -> Self:
         return self
@@ -144,6 +148,32 @@ class OpenAICompatible:
             log.info("the LLM at %s lists no models: %s", mask_url(self.base_url), e)
         return [served_model(self.model, listing)]
 
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One embedding vector per text, from the server's ``POST /embeddings``
+        (:class:`LLMError` if it has none)."""
+        with self._errors():
+            async with asyncio.timeout(self.timeout):
+                async with self._session_().post(
+                        self.base_url + "/embeddings", json={"model": self.model, "input": texts},
+                        headers=self._headers("application/json")) as response:
+                    await self._check_status(response)
+                    body = await self._json(response)
+        data = body.get("data")
+        if not isinstance(data, list) or len(data) != len(texts):
+            raise LLMError(f"the LLM at {mask_url(self.base_url)} answered /embeddings without "
+                           f"{len(texts)} vectors")
+        vectors = []
+        for item in sorted(data, key=lambda d: d.get("index", 0) if isinstance(d, dict) else 0):
+            vector = item.get("embedding") if isinstance(item, dict) else None
+            if isinstance(vector, list) and vector and isinstance(vector[0], list):
+                vector = vector[0]  # llama-cpp-python answers one vector per token row
+            if not isinstance(vector, list) or not all(isinstance(v, (int, float))
+                                                       for v in vector):
+                raise LLMError(f"the LLM at {mask_url(self.base_url)} sent an embedding that "
+                               "is not a list of numbers")
+            vectors.append([float(v) for v in vector])
+        return vectors
+
     async def _identify(self) -> str:
         try:
             listing = await self._listing()
@@ -169,20 +199,40 @@ class OpenAICompatible:
             escaping = await self.escaping(quirks)
         if request.stream and request.tools and not quirks.streams_tool_calls:
             request = replace(request, stream=False)
+        elif request.action_max_tokens is not None and not request.stream \
+                and (quirks.streams_tool_calls or not request.tools):
+            # streamed from the server so that an action can be cut at its bound while an
+            # answer goes on (the caller still gets the whole text and the calls)
+            request = replace(request, stream=True)
         body = openai_wire.payload(request, model=self.model, quirks=quirks,
                                    default_temperature=self.temperature,
                                    default_max_tokens=self.max_tokens, escaping=escaping)
         if request.stream and self.stream_usage:
             body["stream_options"] = {"include_usage": True}
         if not request.stream:
-            with self._errors():
-                async with asyncio.timeout(self.timeout):
-                    async with self._post(body) as response:
-                        await self._check_status(response)
-                        whole = self._completion(await self._json(response))
+            whole = await self._whole(body)
+            if request.action_max_tokens is not None and not whole.tool_calls \
+                    and whole.finish_reason == "length" \
+                    and body.get("max_tokens") != request.max_tokens:
+                # an answer the action bound cut (a server that cannot stream this request
+                # cannot be cut once the reply turns out to be one): asked again, with the
+                # answer's own bound
+                body = openai_wire.payload(replace(request, action_max_tokens=None),
+                                           model=self.model, quirks=quirks,
+                                           default_temperature=self.temperature,
+                                           default_max_tokens=self.max_tokens,
+                                           escaping=escaping)
+                whole = await self._whole(body)
+            if whole.in_tokens is None:
+                whole = counting.completed(whole, in_tokens=counting.estimate(body),
+                                           source=counting.ESTIMATED, pieces=0, text=whole.text)
             yield whole.text
             yield whole
             return
+        counted: tuple[int, str] | None = None
+        if self.stream_reports_usage is False:
+            # counted first, so that the stream finds its prompt evaluated (counting.py)
+            counted = await counting.prompt_tokens(body, self._whole)
         limit = body.get("max_tokens")
         with self._errors():
             # Timeouts wrap each wait, never a yield: the consumer's time is not ours to bound.
@@ -199,6 +249,8 @@ class OpenAICompatible:
                     yield whole
                     return
                 deltas = openai_wire.DeltaAssembler(model=self.model)
+                action = openai_wire.ActionBound(request.action_max_tokens,
+                                                 request.answer_marker, slack=LIMIT_SLACK)
                 cut = False
                 tail = ""
                 while True:
@@ -220,6 +272,11 @@ class OpenAICompatible:
                                         self._shown_url)
                             cut = True
                             break
+                    if action.passed(deltas, text):
+                        log.info("the LLM at %s went on past the step's bound of %d tokens "
+                                 "for an action; cut", self._shown_url, action.limit)
+                        cut = True
+                        break
                     if limit is not None and deltas.pieces > limit + LIMIT_SLACK:
                         # the server went on past max_tokens (llama-cpp-python does in some
                         # chat formats): closing the response stops it
@@ -228,7 +285,25 @@ class OpenAICompatible:
                         cut = True
                         break
                 done = deltas.completion()
-                yield replace(done, finish_reason="length") if cut else done
+        if done.in_tokens is None or done.out_tokens is None:
+            if self.stream_reports_usage is None:
+                log.info("the LLM at %s reports no token counts in streams; toolmesh counts "
+                         "them", mask_url(self.base_url))
+            self.stream_reports_usage = False
+            counted = counted or await counting.prompt_tokens(body, self._whole)
+            done = counting.completed(done, in_tokens=counted[0], source=counted[1],
+                                      pieces=deltas.pieces, text="")
+        elif self.stream_reports_usage is None:
+            self.stream_reports_usage = True
+        yield replace(done, finish_reason="length") if cut else done
+
+    async def _whole(self, body: dict[str, Any]) -> Completion:
+        """The whole (not streamed) answer to ``body``."""
+        with self._errors():
+            async with asyncio.timeout(self.timeout):
+                async with self._post(body) as response:
+                    await self._check_status(response)
+                    return self._completion(await self._json(response))
 
     def _session_(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:

@@ -46,6 +46,10 @@ def payload(request: ChatRequest, *, model: str, quirks: Quirks,
     if temperature is not None:
         body["temperature"] = temperature
     max_tokens = request.max_tokens if request.max_tokens is not None else default_max_tokens
+    if request.action_max_tokens is not None and not request.stream:
+        # asked whole, a reply cannot be cut once it turns out to be an action: the tighter
+        # bound holds for all of it (the provider streams whenever the server lets it)
+        max_tokens = min(request.action_max_tokens, max_tokens or request.action_max_tokens)
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     if request.stop:
@@ -85,11 +89,12 @@ def completion(body: dict[str, Any], *, model: str) -> Completion:
     raw_usage = body.get("usage")
     usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     finish = choices[0].get("finish_reason")
+    in_tokens, out_tokens = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
     return Completion(text=text if isinstance(text, str) else "",
-                      in_tokens=_count(usage, "prompt_tokens"),
-                      out_tokens=_count(usage, "completion_tokens"),
+                      in_tokens=in_tokens, out_tokens=out_tokens,
                       model=body.get("model") or model, tool_calls=tuple(calls),
-                      finish_reason=finish if isinstance(finish, str) else None)
+                      finish_reason=finish if isinstance(finish, str) else None,
+                      token_source=_source(in_tokens, out_tokens))
 
 
 def _call(raw: Any, index: int) -> ToolCall | None:
@@ -101,6 +106,10 @@ def _call(raw: Any, index: int) -> ToolCall | None:
         arguments = json.dumps(arguments, ensure_ascii=False)
     return ToolCall(id=str(raw.get("id") or f"call_{index}"), name=function["name"],
                     arguments=arguments if isinstance(arguments, str) and arguments else "{}")
+
+
+def _source(in_tokens: int | None, out_tokens: int | None) -> str | None:
+    return "reported" if in_tokens is not None or out_tokens is not None else None
 
 
 def _count(usage: dict[str, Any], name: str) -> int | None:
@@ -127,6 +136,8 @@ class DeltaAssembler:
         #: events that carried text or a piece of a tool call (a bound for ``max_tokens``
         #: when the server ignores it: servers send about one token per event)
         self.pieces = 0
+        #: of those, the pieces of tool calls
+        self.call_pieces = 0
 
     def add(self, event: dict[str, Any]) -> str | None:
         self.model = event.get("model") or self.model
@@ -168,15 +179,18 @@ class DeltaAssembler:
             if isinstance(arguments, str) and arguments:
                 part.arguments.append(arguments)
                 self.pieces += 1
+                self.call_pieces += 1
 
     def completion(self) -> Completion:
         """The tool calls, usage and finish reason (the text is joined by the caller)."""
         calls = tuple(ToolCall(id=p.id or f"call_{i}", name=p.name,
                                arguments="".join(p.arguments) or "{}")
                       for i, p in sorted(self._calls.items()) if p.name)
-        return Completion(text="", in_tokens=_count(self._usage, "prompt_tokens"),
-                          out_tokens=_count(self._usage, "completion_tokens"),
-                          model=self.model, tool_calls=calls, finish_reason=self._finish)
+        in_tokens = _count(self._usage, "prompt_tokens")
+        out_tokens = _count(self._usage, "completion_tokens")
+        return Completion(text="", in_tokens=in_tokens, out_tokens=out_tokens,
+                          model=self.model, tool_calls=calls, finish_reason=self._finish,
+                          token_source=_source(in_tokens, out_tokens))
 
 
 #: how many times in a row a passage must repeat before a stream counts as stuck in a loop
@@ -198,3 +212,32 @@ def looping(text: str) -> bool:
         if end[period:] == end[:-period] and len(set(end[:period])) >= 4:
             return True
     return False
+
+
+class ActionBound:
+    """Whether a streamed reply has run past its action bound (``ChatRequest.
+    action_max_tokens``): the pieces of its tool calls, and with an ``answer_marker``, the
+    pieces before the marker appears in its text. Once the marker is there the reply is an
+    answer, and only ``max_tokens`` bounds it."""
+
+    def __init__(self, limit: int | None, marker: str | None, *, slack: int = 0) -> None:
+        self.limit = limit
+        self.marker = marker
+        self._slack = slack
+        self._tail = ""
+        self.answering = False
+        self._at_answer = 0
+
+    def passed(self, deltas: DeltaAssembler, text: str | None) -> bool:
+        """After one event (``text``: what it added to the reply's text)."""
+        if self.limit is None:
+            return False
+        if self.marker is None:
+            return deltas.call_pieces > self.limit + self._slack
+        if not self.answering and text:
+            self._tail = (self._tail + text)[-(len(self.marker) + len(text)):]
+            if self.marker in self._tail:
+                self.answering = True
+                self._at_answer = deltas.pieces
+        pieces = self._at_answer if self.answering else deltas.pieces
+        return pieces > self.limit + self._slack

@@ -19,6 +19,9 @@ operator chose one (``tool_calling``), it is detected by trying (:mod:`toolmesh.
 at the first such request, and kept for the life of the service (``"refresh": true`` detects
 again).
 
+``{"operation": "embeddings", "input": [...]}`` answers the provider's embedding vectors
+(:mod:`toolmesh.llm.embeddings`).
+
 ``{"operation": "list-models"}`` (TrustGraph's ``tg-list-models``) answers ``{"models":
 [{"id": ..., ...}], "error": null, "end_of_stream": true}``: the model this service answers with
 (:mod:`toolmesh.llm.models`). ``"operation": "completion"`` is a completion, as with none.
@@ -43,6 +46,7 @@ from typing import Any
 
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
 from toolmesh.errors import ServiceError, ToolmeshError
+from toolmesh.llm import embeddings
 from toolmesh.llm.base import TOOL_CALLING, Completion, CompletionStream, LLMProvider
 from toolmesh.llm.chat import (
     ChatRequest,
@@ -100,10 +104,15 @@ def _malformed(name: str, expected: str, value: Any) -> ServiceError:
 
 
 def response(text: str, *, in_token: int | None = None, out_token: int | None = None,
-             model: str | None = None, end_of_stream: bool = True) -> dict[str, Any]:
-    """A success response (every field present, as TrustGraph's clients expect)."""
-    return {"error": None, "response": text, "in_token": in_token, "out_token": out_token,
-            "model": model, "end_of_stream": end_of_stream}
+             model: str | None = None, end_of_stream: bool = True,
+             token_source: str | None = None) -> dict[str, Any]:
+    """A success response (every field present, as TrustGraph's clients expect; toolmesh's
+    ``token_source`` only where the counts were not reported by the LLM's server)."""
+    out = {"error": None, "response": text, "in_token": in_token, "out_token": out_token,
+           "model": model, "end_of_stream": end_of_stream}
+    if token_source is not None and token_source != "reported":
+        out["token_source"] = token_source
+    return out
 
 
 def last_response(done: Completion | None, *, text: str = "",
@@ -112,9 +121,12 @@ def last_response(done: Completion | None, *, text: str = "",
     and finish reason."""
     out = response(text, in_token=done.in_tokens if done else None,
                    out_token=done.out_tokens if done else None,
-                   model=done.model if done else None)
+                   model=done.model if done else None,
+                   token_source=done.token_source if done else None)
     if chat:
         out["tool_calls"] = tool_calls_to_wire(done.tool_calls) if done else None
+    if chat or (done is not None and done.finish_reason == "length"):
+        # toolmesh's; a plain request (TrustGraph's shape) has it only when it was cut
         out["finish_reason"] = done.finish_reason if done else None
     return out
 
@@ -132,11 +144,14 @@ def completion_of(body: Mapping[str, Any], text: str | None = None) -> Completio
 
     model = body.get("model")
     finish = body.get("finish_reason")
+    source = body.get("token_source")
+    in_tokens, out_tokens = count("in_token"), count("out_token")
     return Completion(text=str(body.get("response") or "") if text is None else text,
-                      in_tokens=count("in_token"), out_tokens=count("out_token"),
+                      in_tokens=in_tokens, out_tokens=out_tokens,
                       model=model if isinstance(model, str) else None,
                       tool_calls=tool_calls_from_wire(body.get("tool_calls")),
-                      finish_reason=finish if isinstance(finish, str) else None)
+                      finish_reason=finish if isinstance(finish, str) else None,
+                      token_source=source if isinstance(source, str) else None)
 
 
 class TextCompletionService(Service):
@@ -211,10 +226,13 @@ class TextCompletionService(Service):
             await reply({"error": None, "response": "",
                          "models": await list_models(self.provider), "end_of_stream": True})
             return
+        if operation == "embeddings":
+            await reply(await embeddings.answer(self.provider, request))
+            return
         if operation not in (None, "completion"):
             raise ServiceError(f"unknown operation {operation!r}: a text-completion request has "
-                               "none (or 'completion'), 'list-models' or 'capabilities'",
-                               type="malformed-request")
+                               "none (or 'completion'), 'list-models', 'capabilities' or "
+                               "'embeddings'", type="malformed-request")
         chat = is_chat_request(request)
         if chat:
             if not callable(getattr(self.provider, "chat", None)):
@@ -257,7 +275,7 @@ class TextCompletionService(Service):
         """The provider's stream for ``request``; ``None``: ask with :meth:`complete` (a plain
         TrustGraph request, which every provider takes, even one with no ``chat``)."""
         plain = not chat and request.max_tokens is None and not request.stop \
-            and request.temperature is None
+            and request.temperature is None and request.action_max_tokens is None
         if not plain and callable(getattr(self.provider, "chat", None)):
             return self.provider.chat(request)
         # a provider of the text protocol alone: the limits are its own business

@@ -30,8 +30,12 @@ class Usage:
     in_token: int | None = None
     out_token: int | None = None
     model: str | None = None
+    #: ``None`` while every count was reported by the LLM's server; ``"counted"`` or
+    #: ``"estimated"`` once some were found by toolmesh (:mod:`toolmesh.llm.counting`)
+    token_source: str | None = None
 
-    def add(self, *, in_token: Any = None, out_token: Any = None, model: Any = None) -> None:
+    def add(self, *, in_token: Any = None, out_token: Any = None, model: Any = None,
+            token_source: Any = None) -> None:
         """Add one answer's counts (ignoring any that is not a non-negative integer)."""
         if _count(in_token):
             self.in_token = (self.in_token or 0) + in_token
@@ -39,10 +43,22 @@ class Usage:
             self.out_token = (self.out_token or 0) + out_token
         if isinstance(model, str) and model:
             self.model = model
+        if token_source in _SOURCES and _SOURCES.index(token_source) > _SOURCES.index(
+                self.token_source):
+            self.token_source = token_source
 
     def wire(self) -> dict[str, Any]:
-        """The fields TrustGraph's messages carry usage in."""
-        return {"in_token": self.in_token, "out_token": self.out_token, "model": self.model}
+        """The fields TrustGraph's messages carry usage in (and toolmesh's ``token_source``
+        when some count was not reported)."""
+        out: dict[str, Any] = {"in_token": self.in_token, "out_token": self.out_token,
+                               "model": self.model}
+        if self.token_source not in (None, "reported"):
+            out["token_source"] = self.token_source
+        return out
+
+
+#: where counts come from, least certain last: a sum is as certain as its least certain part
+_SOURCES: tuple[str | None, ...] = (None, "reported", "counted", "estimated")
 
 
 def _count(value: Any) -> bool:
@@ -73,4 +89,4 @@ def record(response: Mapping[str, Any]) -> None:
     if usage is None or response.get("end_of_stream") is False:
         return
     usage.add(in_token=response.get("in_token"), out_token=response.get("out_token"),
-              model=response.get("model"))
+              model=response.get("model"), token_source=response.get("token_source"))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
@@ -78,11 +78,18 @@ def response(*, text: str | None = None, object: str | None = None, end_of_strea
              usage: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A prompt response with every field present, as TrustGraph's clients expect."""
     usage = usage or {}
-    return {"error": None, "text": text, "object": object, "end_of_stream": end_of_stream,
-            "in_token": usage.get("in_token"), "out_token": usage.get("out_token"),
-            "model": usage.get("model")}
+    out = {"error": None, "text": text, "object": object, "end_of_stream": end_of_stream,
+           "in_token": usage.get("in_token"), "out_token": usage.get("out_token"),
+           "model": usage.get("model")}
+    # toolmesh's own: the counts were not reported; the answer was cut ("length")
+    for name in ("token_source", "finish_reason"):
+        if usage.get(name) is not None:
+            out[name] = usage[name]
+    return out
 
 
+#: the fields of text-completion's responses that carry its usage, passed on
+USAGE_FIELDS = ("in_token", "out_token", "model", "token_source")
 #: fields of text-completion's last response a chat request's last response passes on
 CHAT_FIELDS = ("tool_calls", "finish_reason")
 
@@ -370,7 +377,7 @@ class PromptService(Service):
         async with aclosing(self._llm.stream(request_to_wire(chat),
                                              timeout=self.timeout)) as upstreams:
             async for upstream in upstreams:
-                usage.update({k: upstream[k] for k in ("in_token", "out_token", "model")
+                usage.update({k: upstream[k] for k in USAGE_FIELDS
                               if upstream.get(k) is not None})
                 if upstream.get("end_of_stream", True) is not False:
                     last = upstream
@@ -390,13 +397,13 @@ class PromptService(Service):
         if operation == "render":
             await self._render(workspace, request, reply)
             return
-        if operation == "capabilities":
+        if operation in ("capabilities", "embeddings"):
             await reply(await self._llm.request(dict(request), timeout=self.timeout))
             return
         if operation is not None:
             raise PromptError(f"unknown operation {operation!r}: a prompt request has no "
-                              "'operation' (render and complete), 'render' (render only) or "
-                              "'capabilities'")
+                              "'operation' (render and complete), 'render' (render only), "
+                              "'capabilities' or 'embeddings'")
         if request.get("messages") is not None:
             await self._chat(workspace, request, reply)
             return
@@ -412,7 +419,7 @@ class PromptService(Service):
         # streams regardless is still answered in full.
         async with aclosing(self._llm.stream(body, timeout=self.timeout)) as upstreams:
             async for upstream in upstreams:
-                usage.update({k: upstream[k] for k in ("in_token", "out_token", "model")
+                usage.update({k: upstream[k] for k in (*USAGE_FIELDS, "finish_reason")
                               if upstream.get(k) is not None})
                 piece = upstream.get("response")
                 if not isinstance(piece, str) or not piece:
@@ -465,11 +472,18 @@ class PromptClient(RpcClient):
                     pieces.append(r["text"])
         return "".join(pieces)
 
-    async def stream(self, id: str, variables: Mapping[str, Any], *,
-                     timeout: float | None = DEFAULT_TIMEOUT,
-                     workspace: str | None = None,
-                     limits: Mapping[str, Any] | None = None) -> AsyncIterator[str]:
-        """The answer piece by piece as the LLM writes it (empty pieces skipped)."""
+    def stream(self, id: str, variables: Mapping[str, Any], *,
+               timeout: float | None = DEFAULT_TIMEOUT, workspace: str | None = None,
+               limits: Mapping[str, Any] | None = None) -> CompletionStream:
+        """The answer piece by piece as the LLM writes it (empty pieces skipped); once the
+        stream is exhausted, ``completion`` holds why it ended (``finish_reason``) and the
+        usage."""
+        return CompletionStream(self._stream(id, variables, timeout=timeout,
+                                             workspace=workspace, limits=limits))
+
+    async def _stream(self, id: str, variables: Mapping[str, Any], *, timeout: float | None,
+                      workspace: str | None, limits: Mapping[str, Any] | None
+                      ) -> AsyncIterator[str | Completion]:
         async with aclosing(self._responses(id, variables, streaming=True, timeout=timeout,
                                             workspace=workspace, limits=limits)) as responses:
             async for r in responses:
@@ -477,6 +491,8 @@ class PromptClient(RpcClient):
                 piece = r.get("object") if r.get("object") is not None else r.get("text")
                 if isinstance(piece, str) and piece:
                     yield piece
+                if r.get("end_of_stream", True) is not False:
+                    yield completion_of({**r, "response": ""})
 
     def chat(self, chat: ChatRequest, *, id: str | None = None,
              variables: Mapping[str, Any] | None = None,
@@ -508,6 +524,17 @@ class PromptClient(RpcClient):
         """Which tool-calling strategy the LLM behind the prompt service takes
         (:meth:`toolmesh.llm.service.TextCompletionService.capabilities`)."""
         return await self._rpc.request({"operation": "capabilities"}, timeout=timeout)
+
+    async def embed(self, texts: Sequence[str], *,
+                    timeout: float | None = DEFAULT_TIMEOUT) -> list[list[float]]:
+        """Embedding vectors of ``texts`` from the LLM's server, through the text-completion
+        service (:mod:`toolmesh.llm.embeddings`)."""
+        answer = await self._rpc.request({"operation": "embeddings", "input": list(texts)},
+                                         timeout=timeout)
+        vectors = answer.get("embeddings")
+        if not isinstance(vectors, list):
+            raise PromptError("the text-completion service answered embeddings without vectors")
+        return vectors
 
     def _responses(self, id: str, variables: Mapping[str, Any], *, streaming: bool,
                    timeout: float | None, workspace: str | None,
