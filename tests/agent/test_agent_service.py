@@ -168,7 +168,7 @@ async def test_using_a_tool_moves_the_dialog_to_its_state(backend: Backend, tmp_
         await s.put({("tool", "tell-joke"): {**TELL_JOKE, "state": "joked"},
                      ("tool", "later"): {**TELL_JOKE, "name": "follow-up",
                                          "applicable-states": ["joked"]}})
-        assert answer_of(await s.ask("q")) == "done"
+        assert answer_of(await s.ask("a joke about food")) == "done"
     assert "Tool: follow-up" not in llm.prompts[0][1]
     assert "Tool: follow-up" in llm.prompts[1][1]
 

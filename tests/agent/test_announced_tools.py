@@ -143,7 +143,7 @@ async def test_a_configured_tool_of_a_service_with_no_live_instance_fails_at_onc
         assert registry is not None
         async with asyncio.timeout(10):
             await registry.wait_for(lambda: registry.live_instances("joke-service", request_queue) == 1)
-        assert observations(await s.ask("joke"))[0].startswith("Hey")
+        assert observations(await s.ask("a joke about food"))[0].startswith("Hey")
 
         await service.stop()  # the last instance goes
         async with asyncio.timeout(10):
@@ -151,7 +151,7 @@ async def test_a_configured_tool_of_a_service_with_no_live_instance_fails_at_onc
         toolset = s.agent.toolset
         assert "tell-joke" in toolset.tools  # configured: still offered...
         started = time.monotonic()
-        messages = await s.ask("joke")
+        messages = await s.ask("a joke about food")
         # ...but the call fails at once, not after the tool timeout (5 s)
         assert time.monotonic() - started < 1.0
         assert observations(messages) == ["Error: no live instance of tool service joke-service"]
@@ -181,4 +181,4 @@ async def test_another_service_announcing_a_configured_queue_cannot_silence_its_
                                                                     request_queue) == 0)
         # joke-service itself never announced: its configured tool calls it as before
         assert registry.live_instances("joke-service", request_queue) is None
-        assert observations(await s.ask("joke", user="bob"))[0].startswith("Hey bob!")
+        assert observations(await s.ask("a joke about food", user="bob"))[0].startswith("Hey bob!")

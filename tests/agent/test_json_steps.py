@@ -12,7 +12,14 @@ from toolmesh.agent.arguments import arguments_from_config
 from toolmesh.agent.strategies.base import Answer, CallRequest, Calls, Unusable
 from toolmesh.agent.strategies.json_steps import decide
 from toolmesh.agent.strategies.json_stream import JsonStepStream, parse_step
-from toolmesh.agent.strategies.schemas import arguments_schema, relaxed, step_schema
+from toolmesh.agent.grounding import numbers, spans
+from toolmesh.agent.strategies.schemas import (
+    Grounding,
+    arguments_schema,
+    choice_schema,
+    relaxed,
+    step_schema,
+)
 from toolmesh.agent.tools import Tool, ToolInfo
 from toolmesh.agent.tools.base import Call
 from toolmesh.agent.transcript import CallRecord, Transcript, Turn
@@ -72,7 +79,7 @@ def test_an_answer_cut_by_max_tokens_is_the_answer_so_far() -> None:
     follow.feed(text)
     assert follow.open == "final_answer"
     assert decide(text, step=0, cut=True, follow=follow) == Answer(
-        thought="ok", answer="Once upon a time there was a very long sto")
+        thought="ok", answer="Once upon a time there was a very long sto", cut=True)
     # cut in the thought: the model is told to keep it short
     text = '{"thought": "I think and think and'
     follow = JsonStepStream()
@@ -105,9 +112,46 @@ def test_a_step_has_a_branch_per_tool_the_answer_and_the_results() -> None:
     schema = step_schema([tool("a", []), tool("b", [])], ["a", "a (2)"])
     firsts = [list(b["properties"]) for b in schema["anyOf"]]
     assert firsts == [["thought", "action", "arguments"], ["thought", "action", "arguments"],
-                      ["thought", "final_answer"], ["thought", "answer_with_result_of"]]
+                      ["thought", "answer_with_result_of"], ["thought", "final_answer"]]
     assert relaxed(schema)["anyOf"][0]["properties"]["arguments"] == {"type": "object"}
     assert step_schema([])["required"] == ["thought", "final_answer"]  # one branch: no anyOf
+    # as the json strategy asks: no thought
+    bare = step_schema([tool("a", [])], thought=False)
+    assert [list(b["properties"]) for b in bare["anyOf"]] == [["action", "arguments"],
+                                                               ["final_answer"]]
+
+
+def test_two_steps_choose_the_tool_by_name_alone_then_fill_its_arguments() -> None:
+    schema = choice_schema([tool("a", []), tool("b", [])], ["a"])
+    assert schema["anyOf"][0] == {"type": "object", "additionalProperties": False,
+                                  "properties": {"action": {"type": "string",
+                                                            "enum": ["a", "b"]}},
+                                  "required": ["action"]}
+    assert [list(b["properties"]) for b in schema["anyOf"][1:]] == [
+        ["answer_with_result_of"], ["final_answer"]]
+    assert choice_schema([])["required"] == ["final_answer"]
+
+
+def test_free_values_are_held_to_the_dialogs_words_and_numbers() -> None:
+    t = tool("distance", [
+        {"name": "origin", "type": "string", "description": "From", "required": True},
+        {"name": "unit", "type": "string", "enum": ["km", "miles"]},
+        {"name": "speed", "type": "string", "enum": ["fast", "slow"]},
+        {"name": "days", "type": "integer", "minimum": 1},
+        {"name": "date", "type": "string", "format": "date"}])
+    question = "How far is Madrid from Lisbon in km, over 2.5 or 3 days?"
+    grounding = Grounding(strings=spans([question]), numbers=numbers([question]),
+                          said=question)
+    arguments = step_schema([t], thought=False, grounding=grounding)["anyOf"][0][
+        "properties"]["arguments"]
+    props = arguments["properties"]
+    assert "Madrid" in props["origin"]["enum"] and "Máximilán" not in props["origin"]["enum"]
+    assert "minLength" not in props["origin"]
+    assert props["unit"]["enum"] == ["km", "miles"]  # an enum is the tool's own
+    assert props["days"]["enum"] == [3]  # integers of the dialog, within the bounds
+    assert "enum" not in props["date"]  # a format: left to the model
+    # an optional argument whose value the question names is asked for; others stay optional
+    assert arguments["required"] == ["origin", "unit"]
 
 
 def test_results_are_labelled_latest_first_and_repeats_left_out() -> None:

@@ -60,26 +60,34 @@ async def test_json_steps_are_constrained_and_read_like_any_dialog(
         assert len(pieces) > 3 and "".join(pieces) == 'Here is one: "tomato" \\o/'
     assert observations(messages) == [JOKE]
     first, second = llm.requests
-    # every step: one object of a schema with a branch per tool and one for the answer
+    # every step: one object of a schema with a branch per tool and one for the answer, no
+    # thought asked for (measured: a small model's thought leads it away from the tool)
     branches = first.response_schema["anyOf"]
     assert [b["properties"].get("action", {}).get("const") for b in branches] == [
         "tell-joke", None]
+    assert all("thought" not in b["properties"] for b in branches)
+    # the topic is one of the question's words or runs of words (grounding.py)
     topic = branches[0]["properties"]["arguments"]["properties"]["topic"]
-    assert topic["type"] == "string" and topic["minLength"] == 1  # required: never empty
+    assert topic["type"] == "string" and "food" in topic["enum"] and "..." not in topic["enum"]
+    assert "A food joke" in topic["enum"] and "tomato" not in topic["enum"]
     assert first.messages[0].role == "system" and "- tell-joke: Tell a joke on a given topic." \
         in first.messages[0].content
-    # an example reply per tool, from its required arguments, and one of an answer
-    assert '- to call tell-joke: {"thought": "tell-joke can do this.", "action": "tell-joke", ' \
-        '"arguments": {"topic": "..."}}' in first.messages[0].content
-    assert '- to answer yourself: {"thought": "No tool is needed.", "final_answer": "..."}' \
-        in first.messages[0].content
+    # an example call made of the tool's documented values (its description's e.g.), never
+    # a placeholder; no example answer to copy
+    assert '- to call tell-joke: {"action": "tell-joke", "arguments": {"topic": ' \
+        '"programming"}}' in first.messages[0].content
+    assert "..." not in first.messages[0].content and "final_answer\": " not in \
+        first.messages[0].content
     # the second step begins with the first (the server's prompt cache holds); the call is
     # sent back without its thought, then the result
     assert second.messages[:2] == first.messages
     assert json.loads(second.messages[2].content) == {
-        "thought": "", "action": "tell-joke", "arguments": {"topic": "food"}}
+        "action": "tell-joke", "arguments": {"topic": "food"}}
     assert second.messages[3].content == f"Result of tell-joke: {JOKE}"
-    assert first.max_tokens == 1024 and first.temperature == 0.0
+    # a reply that calls a tool is bound by the step's tokens, one that answers (it reached
+    # "final_answer") by the model's own limit
+    assert first.action_max_tokens == 1024 and first.max_tokens is None
+    assert first.answer_marker == '"final_answer"' and first.temperature == 0.0
 
 
 async def test_an_identical_call_is_not_run_again_and_the_model_may_answer_with_a_result(
@@ -146,7 +154,7 @@ async def test_native_calls_run_together_and_are_answered_in_order(
     llm = ScriptedLLM([calls, "Both told."], tool_calling="native")
     async with agent_stack(backend, tmp_path, llm, options=OPTIONS) as s:
         await s.load_jokes()
-        messages = await s.ask("Two jokes")
+        messages = await s.ask("Two jokes, about food and animals")
     assert answer_of(messages) == "Both told."
     assert [m["arguments"] for m in messages if m["message_type"] == "tool-call"] == [
         {"topic": "food"}, {"topic": "animals"}, '{"topic": ']

@@ -162,10 +162,13 @@ def test_agent_react_tolerates_arguments_without_required_or_description() -> No
 
 def test_agent_react_teaches_the_text_protocol() -> None:
     prompt = react(tools=[CLOCK])
-    assert ("Thought: <your reasoning about what to do next>\n"
-            "Action: <the name of one tool from the list above>\n"
-            'Args: {"<argument name>": "<argument value>"}\n') in prompt
-    assert "Thought: <your reasoning>\nFinal Answer: <the answer to the question>\n" in prompt
+    assert ("Thought: (your reasoning about what to do next)\n"
+            "Action: (the name of one tool from the list above)\n"
+            "Args: (one JSON object: each argument's name and its value, taken from the "
+            "question)\n") in prompt
+    assert "Thought: (your reasoning)\nFinal Answer: (the answer to the question)\n" in prompt
+    # no example value a model could copy into a call (issue 41)
+    assert "<argument value>" not in prompt and '"..."' not in prompt
     assert "Exactly one action per reply." in prompt
     assert "Args is a single JSON object on the Args line(s)" in prompt
     assert "Stop after the Args line(s)" in prompt and "it will be provided" in prompt

@@ -29,6 +29,8 @@ Emit = Callable[[dict[str, Any]], Awaitable[None]]
 Permit = Callable[[Tool, Any], Awaitable[str | None]]
 #: takes a question of a tool's server for the person (the tool's name, the question)
 Ask = Callable[[str, dict[str, Any]], Awaitable[None]]
+#: what is wrong with a call's arguments beyond its schema (empty: nothing)
+Vet = Callable[[Tool, Any], list[str]]
 
 
 class Offered(dict[str, Tool]):
@@ -61,9 +63,12 @@ class ToolRunner:
     async def run(self, name: str, arguments: Any, offered: Mapping[str, Tool], *, user: str,
                   emit: Emit, tally: DialogTally, key: str | None = None,
                   permit: Permit | None = None, ask: Ask | None = None,
-                  parts: Callable[[str], Awaitable[None]] | None = None) -> Outcome:
+                  parts: Callable[[str], Awaitable[None]] | None = None,
+                  vet: Vet | None = None) -> Outcome:
         """The outcome of calling ``name`` with ``arguments``; ``key``: the call's
         idempotency key, passed to the tool (the same on every attempt of this call);
+        ``vet``: what is wrong with arguments that pass the tool's schema (values the model
+        took from its prompt, not the dialog: :mod:`toolmesh.agent.grounding`);
         ``permit``: asked once the call is checked (a person may have to approve it);
         ``ask``: where the questions of the tool's server go (elicitation); ``parts``: where
         the pieces of a streamed answer go as they come."""
@@ -89,6 +94,14 @@ class ToolRunner:
             return Outcome(observation=f"Error: invalid arguments for {tool.name!r}: "
                                        + "; ".join(problems) + ". You passed: "
                                        + json.dumps(arguments, ensure_ascii=False), ok=False)
+        copied = vet(tool, arguments) if vet is not None else []
+        if copied:
+            metrics.tool_call(tool=tool.name, type=kind, outcome="ungrounded-arguments",
+                              seconds=None)
+            return Outcome(observation=f"Error: arguments for {tool.name!r} that the question "
+                                       "does not give: " + "; ".join(copied) + ". Use the "
+                                       "values the question gives; if it gives none, answer "
+                                       "without this tool.", ok=False)
         if permit is not None:
             refusal = await permit(tool, arguments)
             if refusal is not None:

@@ -72,6 +72,12 @@ class DialogLog:
             body["problem"] = decision.problem
         self._pending.append(("reply", body))
 
+    def offered(self, step: int, offer: dict[str, Any]) -> None:
+        """The tools step ``step`` shows the model, and why (:mod:`toolmesh.agent.offering`;
+        written with the step's reply)."""
+        if self.journal is not None:
+            self._pending.append(("offer", {"step": step, **offer}))
+
     def result(self, step: int, record: CallRecord, seconds: float | None) -> None:
         if self.journal is None:
             return

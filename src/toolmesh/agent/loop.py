@@ -34,9 +34,12 @@ from typing import Any, Protocol
 from toolmesh.agent.action import tool_call_message
 from toolmesh.agent.approving import DEFAULT_APPROVAL_TIMEOUT, DialogApprovals
 from toolmesh.agent.calls import Emit, Offered, ToolRunner
+from toolmesh.agent.grounding import dialog_text, ungrounded
 from toolmesh.agent.journaling import DialogLog, Resumption
 from toolmesh.agent.narrator import Narrator
 from toolmesh.agent.observation import DEFAULT_MAX_OBSERVATION, cut
+from toolmesh.agent.offering import DialogOffers
+from toolmesh.agent.selection import SelectionOptions, ToolSelector
 from toolmesh.agent.strategies import (
     LLM,
     WRAP_NOTES,
@@ -97,8 +100,10 @@ class AgentOptions:
     #: how to ask the model for tool calls: ``native``, ``json``, ``react``, or ``auto``: as
     #: the text-completion service found works with its LLM
     tool_calling: str = "auto"
-    #: the most tokens one step's reply may take (0: no limit)
+    #: the most tokens one step's reply may take while it may call tools (0: no limit)
     max_step_tokens: int = 1024
+    #: the most tokens a final answer may take (0: the model's limit)
+    max_answer_tokens: int = 0
     #: the tokens (in and out) a dialog may use before it is asked to answer (0: no limit)
     token_budget: int = 100_000
     #: calls of one reply (``native``) that run at once
@@ -110,6 +115,12 @@ class AgentOptions:
     approval: Policy = DEFAULT_POLICY
     #: seconds an approval request waits before it is taken as denied
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT
+    #: which of the offered tools each step shows the model (:mod:`toolmesh.agent.selection`)
+    selection: SelectionOptions = SelectionOptions()
+    #: ``json`` steps: the tool and its arguments in one reply (1), or in two (2)
+    choice_steps: int = 1
+    #: ``json`` steps: free argument values held to the dialog's words and numbers
+    ground_arguments: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +146,9 @@ class AgentLoop:
         self.gate = gate
         self.runner = ToolRunner(tool_timeout=options.tool_timeout,
                                  tool_max_timeout=options.tool_max_timeout)
+        # embeddings come from the LLM's server, through the prompt service, when it has them
+        self.selector = ToolSelector(options.selection,
+                                     embedder=prompts if hasattr(prompts, "embed") else None)
         self._no_capabilities_logged = False
 
     async def run(self, request: AgentRequest, emit: Emit, *,
@@ -230,6 +244,9 @@ class AgentLoop:
                                     user=request.user, default=self.options.approval,
                                     timeout=self.options.approval_timeout, resumed=resumed)
         transcript = Transcript.of(request.question, request.history)
+        find = self.options.selection.find_tools
+        offers = DialogOffers(self.selector, emit=emit, journal=journal,
+                              finder=find == "on" or find == "auto" and strategy.name == "native")
         state = request.state
         wrap: Wrap | None = None
         limit, budget = self.options.max_iterations, self.options.token_budget
@@ -241,7 +258,8 @@ class AgentLoop:
             if resumed.pending is not None:  # its calls may have been made: same keys
                 number += 1
                 tally.steps = number
-                offered = await self._offered(request, toolset, state)
+                _, offered = await offers.step(number, await self._offered(
+                    request, toolset, state), toolset(), transcript)
                 step = await self._act(resumed.pending, offered, request.user, emit,
                                        transcript, state, tally, journal, approvals, number,
                                        known=resumed.known, told=True)
@@ -257,7 +275,7 @@ class AgentLoop:
             tally.steps = number
             with tracing.span(f"agent step {number}"):
                 step = await self._step(request, strategy, emit, toolset, workspace, transcript,
-                                        state, tally, journal, approvals, number,
+                                        state, tally, journal, approvals, offers, number,
                                         wrap=final or wrap, last=final is not None)
             if step.ended:
                 return
@@ -272,9 +290,9 @@ class AgentLoop:
             state, wrap = step.state, step.wrap
 
     async def _offered(self, request: AgentRequest, toolset: Callable[[], ToolSet],
-                       state: str | None) -> dict[str, Tool]:
-        """The tools a step offers, by name. The tool set is read at every step: config
-        changes apply from the next step on."""
+                       state: str | None) -> Offered:
+        """The tools a step may offer, by name (selection picks those it shows). The tool set
+        is read at every step: config changes apply from the next step on."""
         offered = {t.name: t for t in toolset().offered(groups=request.groups, state=state)}
         await asyncio.gather(*(t.prepare() for t in offered.values()))
         # a tool that found it cannot work (its MCP server lacks it, say) is left out; a call
@@ -286,19 +304,23 @@ class AgentLoop:
     async def _step(self, request: AgentRequest, strategy: Strategy, emit: Emit,
                     toolset: Callable[[], ToolSet], workspace: str | None,
                     transcript: Transcript, state: str | None, tally: DialogTally,
-                    journal: DialogLog, approvals: DialogApprovals, number: int, *,
-                    wrap: Wrap | None, last: bool = False) -> _Outcome:
+                    journal: DialogLog, approvals: DialogApprovals, offers: DialogOffers,
+                    number: int, *, wrap: Wrap | None, last: bool = False) -> _Outcome:
         """One step: ask the LLM, act on its reply. A step with a ``wrap`` may only answer:
         calls it makes are not run; ``last``: nor told to the model (the dialog ends)."""
-        offered = await self._offered(request, toolset, state)
+        shown, offered = await offers.step(number, await self._offered(request, toolset, state),
+                                           toolset(), transcript)
         narrator = Narrator(emit, streaming=request.streaming,
                             coalescing=self.options.coalescing)
         options = self.options
-        context = StepContext(transcript=transcript, tools=offered, wrap=wrap,
+        context = StepContext(transcript=transcript, tools=shown, wrap=wrap,
                               llm=self.prompts, narrator=narrator, workspace=workspace,
                               timeout=options.llm_timeout,
                               max_tokens=options.max_step_tokens or None,
-                              temperature=options.temperature, templates=options.templates)
+                              temperature=options.temperature, templates=options.templates,
+                              choice_steps=options.choice_steps,
+                              ground_arguments=options.ground_arguments,
+                              answer_max_tokens=options.max_answer_tokens or None)
         try:
             decision = await strategy.step(context)
         except RequestError as e:
@@ -308,7 +330,13 @@ class AgentLoop:
                                error={"type": e.type, "message": e.message}))
             return _Outcome(ended=True, state=state)
         answer = decision.answer if isinstance(decision, Answer) else None
-        await narrator.finish(thought=decision.thought, answer=answer)
+        cut = isinstance(decision, Answer) and decision.cut
+        if cut:
+            log.warning("dialog %s: the model's answer was cut short by its limit (%s)",
+                        journal.id, f"--max-answer-tokens {options.max_answer_tokens}"
+                        if options.max_answer_tokens else "its own")
+        await narrator.finish(thought=decision.thought, answer=answer,
+                              cut=options.max_answer_tokens if cut else None)
         if isinstance(decision, Answer):
             return _Outcome(ended=True, state=state)
         if last:
@@ -345,6 +373,11 @@ class AgentLoop:
             await emit(tool_call_message(call.name, call.arguments))
         room = asyncio.Semaphore(max(1, self.options.parallel_calls))
         repeated = False
+        said = dialog_text(transcript)
+
+        def vet(tool: Tool, arguments: Any) -> list[str]:
+            # values the model copied from its prompt (grounding.py): it is asked again
+            return [] if tool.info.type == "find-tools" else ungrounded(tool, arguments, said)
 
         async def one(call: CallRequest) -> CallRecord:
             nonlocal repeated
@@ -362,6 +395,7 @@ class AgentLoop:
                     "before: this is that call's result.)"))
             async with room:
                 outcome = await self.runner.run(call.name, call.arguments, offered, user=user,
+                                                vet=vet,
                                                 emit=emit, tally=tally,
                                                 key=journal.key(number, call.id),
                                                 permit=partial(approvals.permit, step=number,

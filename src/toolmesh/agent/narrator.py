@@ -29,6 +29,13 @@ Emit = Callable[[dict[str, Any]], Awaitable[None]]
 STREAM_SLICE = 0.005
 
 
+def cut_note(limit: int) -> str:
+    """What ends an answer the model's limit cut short (``limit``: the agent's bound in
+    tokens, 0: the model's own)."""
+    bound = f"of {limit} tokens (--max-answer-tokens)" if limit else "of output tokens"
+    return f"\n\n[The answer was cut short here: the model reached its limit {bound}.]"
+
+
 class Narrator:
     """Tells one step's thought and answer (module docstring). ``streaming=False``: nothing
     goes out before :meth:`finish`, which sends each whole."""
@@ -90,10 +97,17 @@ class Narrator:
         self._answer.append(text)
         await self._answers.add(text)
 
-    async def finish(self, *, thought: str, answer: str | None) -> None:
+    async def finish(self, *, thought: str, answer: str | None,
+                     cut: int | None = None) -> None:
         """The step's whole thought, and its answer if it is final (``None``: it is not):
         what was not streamed of them goes out, the thought ends, a final answer ends the
-        dialog."""
+        dialog. ``cut``: the answer was cut short by the model's limit — that many tokens (0:
+        the model's own): it ends with :func:`cut_note`, and the last message says
+        ``"cut": true``, in every face."""
+        marks: dict[str, Any] = {}
+        if answer is not None and cut is not None:
+            answer += cut_note(cut)
+            marks["cut"] = True
         try:
             streamed = "".join(self._thought)
             rest = thought[len(streamed):] if thought.startswith(streamed) else ""
@@ -108,13 +122,13 @@ class Narrator:
                 return
             if not self.streaming:
                 await self._emit(message("answer", answer, message_id=self._answer_id,
-                                         end_of_dialog=True, answer=answer))
+                                         end_of_dialog=True, answer=answer, **marks))
                 return
             sent = "".join(self._answer)
             await self._answers.add(answer[len(sent):] if answer.startswith(sent) else "")
             await self._answers.flush()
             await self._emit(message("answer", "", message_id=self._answer_id,
-                                     end_of_dialog=True, answer=answer))
+                                     end_of_dialog=True, answer=answer, **marks))
         finally:
             self.close()
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolmesh.agent.selection import Catalogue
 from toolmesh.agent.status import ToolStatus
 from toolmesh.agent.tools import Tool, ToolBuildError, build_tool
 from toolmesh.agent.tools.context import BuildContext, ClientPool
@@ -51,6 +52,8 @@ class ToolSet:
     #: how the workspace's dialogs ask for tool calls (``settings/workspace``'s
     #: ``tool-calling``; ``auto``: as the agent and its LLM decide)
     tool_calling: str = "auto"
+    #: the tools as retrieval sees them (tool selection), built once per tool set
+    catalogue: Catalogue = field(default_factory=Catalogue, compare=False, repr=False)
 
     def offered(self, *, groups: Sequence[str] | None, state: str | None) -> list[Tool]:
         """The tools for a request in ``groups`` (default ``["default"]``) and ``state``."""

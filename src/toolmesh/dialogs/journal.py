@@ -3,6 +3,10 @@
 A dialog is a journal (DESIGN.md, third round): its entries are appended as they happen, in
 order, each in the transaction that also moves the dialog's summary along. Entries:
 
+``offer``
+    the tools a step shows the model, when they differ from the step before's (tool
+    selection, docs/tool-calling.md): ``step``, ``method``, ``available``, ``shown``,
+    ``find_tools``, ``tools`` (each ``{"name", "reason", "score"}``).
 ``reply``
     what the model decided in one step, before any of its calls runs: ``step``, ``thought``,
     ``calls`` (each ``{"id", "name", "arguments", "problem"?}``), ``raw``; or ``problem``
@@ -34,7 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 from toolmesh.errors import ToolmeshError
 
 #: the kinds of entries, in the order a step writes them
-KINDS = ("reply", "approval", "answer", "result", "turn", "end")
+KINDS = ("offer", "reply", "approval", "answer", "result", "turn", "end")
 
 #: how many dialogs a journal keeps by default, besides those still running (the oldest
 #: finished ones go first)

@@ -25,15 +25,16 @@
         Args: {"arg": "value"}
 
     or ``Thought: ...`` followed by ``Final Answer: <answer>``. It is deliberately plain text
-    with one short example per format, so that small local models follow it too.
+    with one short description per format — and no example value a model could copy into a
+    call (issue 41) — so that small local models follow it too.
 
 ``agent-json``
     The system message of the ``json`` strategy: the tools and how to reply. Variables:
     ``tools`` (as for ``agent-react``, each also with ``parameters``, its arguments' JSON
-    Schema) and ``context``. The question and the steps follow it as messages, and the reply is
-    constrained by a JSON Schema, so the template needs no format examples; it is worded for
-    small models (the tools as plain lines, no quotes or angle brackets, which some servers'
-    chat formats HTML-escape).
+    Schema, and ``example``, an example of its arguments made of documented values only, or
+    none: agent/strategies/examples.py) and ``context``. The question and the steps follow it
+    as messages, and the reply is constrained by a JSON Schema; it is worded for small models
+    (the tools as plain lines).
 
 ``agent-native``
     The system message of the ``native`` strategy; the tools go to the server as functions.
@@ -83,13 +84,13 @@ Arguments: none
 Reply in one of these two formats, and nothing else.
 
 To use a tool:
-Thought: <your reasoning about what to do next>
-Action: <the name of one tool from the list above>
-Args: {"<argument name>": "<argument value>"}
+Thought: (your reasoning about what to do next)
+Action: (the name of one tool from the list above)
+Args: (one JSON object: each argument's name and its value, taken from the question)
 
 To give the answer:
-Thought: <your reasoning>
-Final Answer: <the answer to the question>
+Thought: (your reasoning)
+Final Answer: (the answer to the question)
 
 Rules:
 - Exactly one action per reply.
@@ -143,22 +144,13 @@ You have access to the following tools:
 (none: answer the question yourself)
 {%- endfor %}
 
-Reply with a JSON object: a thought, then either an action (a tool name) with its arguments, \
-or a final_answer.
-{%- if tools %} For example:
-{%- for tool in tools[:3] %}
-{%- set schema = tool.parameters if tool.parameters is mapping else {} %}
-{%- set required = schema.get("required") or [] %}
-{%- set ns = namespace(args={}) %}
-{%- for name, prop in (schema.get("properties") or {}).items() if name in required %}
-{%- set kind = prop.get("type") if prop is mapping else none %}
-{%- set _ = ns.args.update({name: 0 if kind in ("integer", "number") else (true if kind == "boolean"
-    else ([] if kind == "array" else ({} if kind == "object" else "...")))}) %}
+Reply with a JSON object: either an action (the name of one of the tools) with its \
+arguments, taken from the question, or a final_answer.
+{%- set shown = tools | selectattr("example") | list %}
+{%- if shown %} For example:
+{%- for tool in shown[:3] %}
+- to call {{ tool.name }}: {{ {"action": tool.name, "arguments": tool.example} | tojson }}
 {%- endfor %}
-- to call {{ tool.name }}: {{ {"thought": tool.name ~ " can do this.", "action": tool.name,
-    "arguments": ns.args} | tojson }}
-{%- endfor %}
-- to answer yourself: {"thought": "No tool is needed.", "final_answer": "..."}
 {%- endif %}
 {%- if context %}
 

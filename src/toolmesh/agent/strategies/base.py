@@ -47,6 +47,8 @@ class Calls:
 class Answer:
     thought: str
     answer: str
+    #: the answer was cut short by the model's limit (it is passed on as it is, marked)
+    cut: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,12 +92,19 @@ class StepContext:
     narrator: Narrator
     workspace: str | None
     timeout: float
-    #: the most tokens the step's reply may take
+    #: the most tokens the step's reply may take while it may call tools
     max_tokens: int | None
     temperature: float | None = None
     #: the prompt template of each strategy (an option of the agent: a workspace may
     #: replace the shipped ones with config items)
     templates: Mapping[str, str] | None = None
+    #: ``json``: ask for the tool and its arguments in one reply (1) or the tool first, then
+    #: its arguments with it alone shown (2)
+    choice_steps: int = 1
+    #: ``json``: hold free argument values to the dialog's words and numbers
+    ground_arguments: bool = True
+    #: the most tokens a final answer may take (``None``: the model's limit)
+    answer_max_tokens: int | None = None
 
     def template(self, strategy: str) -> str:
         return (self.templates or {}).get(strategy, DEFAULT_TEMPLATES[strategy])
@@ -127,11 +136,18 @@ class Strategy(Protocol):
         ...
 
 
-def limits(context: StepContext, *, stop: Sequence[str] = ()) -> dict[str, Any]:
-    """The step's limits as a prompt request carries them."""
+def limits(context: StepContext, *, stop: Sequence[str] = (),
+           answer_marker: str | None = None) -> dict[str, Any]:
+    """The step's limits as a prompt request carries them: an answer bound by
+    ``answer_max_tokens``; in a step that may call tools, a reply that has not reached
+    ``answer_marker`` by ``max_tokens``."""
     out: dict[str, Any] = {}
-    if context.max_tokens is not None:
-        out["max_tokens"] = context.max_tokens
+    if context.answer_max_tokens is not None:
+        out["max_tokens"] = context.answer_max_tokens
+    if context.wrap is None and context.max_tokens is not None:
+        out["action_max_tokens"] = context.max_tokens
+        if answer_marker is not None:
+            out["answer_marker"] = answer_marker
     if stop:
         out["stop"] = list(stop)
     if context.temperature is not None:

@@ -42,8 +42,10 @@ class NativeCalls:
         request = ChatRequest(
             messages=tuple(messages(context)), tools=tools,
             tool_choice=("none" if context.wrap else "auto") if tools else None,
-            max_tokens=context.max_tokens, temperature=context.temperature,
-            stream=narrator.streaming)
+            max_tokens=context.answer_max_tokens,
+            # the calls of a step are bound tightly; its text (the answer) is not
+            action_max_tokens=context.max_tokens if context.wrap is None else None,
+            temperature=context.temperature, stream=narrator.streaming)
         variables = {"tools": [t.describe() for t in context.tools.values()], "context": ""}
         reply = context.llm.chat(request, id=context.template(self.name), variables=variables,
                                  timeout=context.timeout, workspace=context.workspace)
@@ -55,7 +57,8 @@ class NativeCalls:
                 # llama-cpp-python's chatml-function-calling does this under "auto"
                 return Unusable(thought="", problem="your answer was empty: call a tool, or "
                                                     "write the answer")
-            return Answer(thought="", answer=text)
+            return Answer(thought="", answer=text,
+                          cut=done is not None and done.finish_reason == "length")
         return Calls(thought=text, calls=tuple(_call(c) for c in done.tool_calls))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolmesh.agent.parser import Action, FinalAnswer, Reply, parse_reply
+from toolmesh.agent.parser import Action, FinalAnswer, Reply
 from toolmesh.agent.strategies.base import (
     PASS_ON,
     WRAP_NOTES,
@@ -29,6 +29,8 @@ from toolmesh.llm.base import ToolCalling
 
 #: where a reply that goes on past its action is cut
 STOP = ("\nObservation:",)
+#: where a reply turns out to be an answer
+ANSWER_MARKER = "Final Answer:"
 
 PROTOCOL_HINT = ("Reply with 'Thought:' and then either 'Action:' with the tool name and "
                  "'Args:' with a JSON object, or 'Final Answer:'.")
@@ -47,21 +49,23 @@ class ReactText:
                      "history": [s.to_wire() for s in context.transcript.steps()]}
         template = context.template(self.name)
         options: dict[str, Any] = {"timeout": context.timeout, "workspace": context.workspace,
-                                   "limits": limits(context, stop=STOP)}
+                                   "limits": limits(context, stop=STOP,
+                                                    answer_marker=ANSWER_MARKER)}
         narrator = context.narrator
-        if not narrator.streaming:
-            reply = parse_reply(await context.llm.render_and_complete(template, variables,
-                                                                       **options))
-            return _decision(reply, len(context.transcript.turns))
         parser = StreamingParser()
-        await narrator.follow(context.llm.stream(template, variables, **options), parser.feed)
+        stream = context.llm.stream(template, variables, **options)
+        # streamed even when the client is not: a whole reply is the pieces joined, and the
+        # stream says why it ended (an answer cut by the model's limit is marked so)
+        await narrator.follow(stream, parser.feed)
         *_, reply = parser.finish()
-        return _decision(reply, len(context.transcript.turns))
+        done = getattr(stream, "completion", None)
+        return _decision(reply, len(context.transcript.turns),
+                         cut=done is not None and done.finish_reason == "length")
 
 
-def _decision(reply: Reply, step: int) -> Decision:
+def _decision(reply: Reply, step: int, *, cut: bool = False) -> Decision:
     if isinstance(reply, FinalAnswer):
-        return Answer(thought=reply.thought, answer=reply.answer)
+        return Answer(thought=reply.thought, answer=reply.answer, cut=cut)
     if isinstance(reply, Action):
         return Calls(thought=reply.thought, calls=(CallRequest(
             id=f"call_{step + 1}", name=reply.name, arguments=reply.arguments),))

@@ -7,19 +7,23 @@ lists no properties it does not declare (``additionalProperties: false``) unless
 says otherwise. Small models write ``"topic": ""`` or invent keys when they may; the check
 before the call still uses the tool's own schema, so nothing valid is refused.
 
-:func:`step_schema` is one ``json`` step: one branch per offered tool (``thought``, ``action``
-= that tool's name, ``arguments`` = its schema) and one for the answer (``thought``,
-``final_answer``). The thought is bounded (:data:`THOUGHT_MAX` characters): a small model's
-thought otherwise runs on until ``max_tokens``. :func:`answer_alone` is a step that may only
-answer.
+:func:`step_schema` is one ``json`` step: one branch per offered tool (``action`` = that
+tool's name, ``arguments`` = its schema) and one for the answer (``final_answer``), each
+optionally after a ``thought`` — bounded (:data:`THOUGHT_MAX` characters): a small model's
+thought otherwise runs on until ``max_tokens``. A :class:`Grounding` holds free argument
+values to the dialog's words and numbers. :func:`choice_schema` is the first half of a
+two-step step (the tool's name alone, or the answer); :func:`answer_alone` is a step that may
+only answer.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from toolmesh.agent.grounding import held_schema
 from toolmesh.agent.tools import Tool
 
 #: characters a step's thought may take
@@ -74,19 +78,50 @@ def answer_alone(results: Sequence[str] = ()) -> dict[str, Any]:
     return {"anyOf": [_object({ANSWER_FROM: {"type": "string", "enum": list(results)}}), own]}
 
 
-def tool_branch(tool: Tool) -> dict[str, Any]:
-    return _object({"thought": thought_schema(), "action": {"type": "string", "const": tool.name},
-                    "arguments": arguments_schema(tool)})
+@dataclass(frozen=True, kw_only=True)
+class Grounding:
+    """The values a step's free arguments may take (:func:`toolmesh.agent.grounding.
+    held_schema`): the dialog's spans and numbers."""
+
+    strings: Sequence[str] = ()
+    numbers: Sequence[float] = ()
+    #: the dialog's text (an optional argument with an enum value it names is asked for)
+    said: str = ""
 
 
-def step_schema(tools: Iterable[Tool], results: Sequence[str] = ()) -> dict[str, Any]:
+def tool_branch(tool: Tool, *, thought: bool = True,
+                grounding: Grounding | None = None) -> dict[str, Any]:
+    arguments = arguments_schema(tool)
+    if grounding is not None:
+        arguments = held_schema(arguments, grounding.strings, grounding.numbers,
+                                said=grounding.said)
+    return _object({**({"thought": thought_schema()} if thought else {}),
+                    "action": {"type": "string", "const": tool.name},
+                    "arguments": arguments})
+
+
+def step_schema(tools: Iterable[Tool], results: Sequence[str] = (), *, thought: bool = True,
+                grounding: Grounding | None = None) -> dict[str, Any]:
     """The schema of one ``json`` step (module docstring); ``results``: the labels of the
-    dialog's results, one of which the model may answer with (:func:`answer_alone`)."""
-    branches = [tool_branch(t) for t in tools]
-    branches.append(answer_branch())
+    dialog's results, one of which the model may answer with (:func:`answer_alone`);
+    ``thought``: each branch begins with one; ``grounding``: the values free arguments are
+    held to (``None``: any)."""
+    first = {"thought": thought_schema()} if thought else {}
+    branches = [tool_branch(t, thought=thought, grounding=grounding) for t in tools]
     if results:
-        branches.append(_object({"thought": thought_schema(),
-                                 ANSWER_FROM: {"type": "string", "enum": list(results)}}))
+        branches.append(_object({**first, ANSWER_FROM: {"type": "string",
+                                                        "enum": list(results)}}))
+    branches.append(_object({**first, "final_answer": {"type": "string"}}))
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+def choice_schema(tools: Iterable[Tool], results: Sequence[str] = ()) -> dict[str, Any]:
+    """The first of a two-step ``json`` step: which tool (its name alone), or the answer."""
+    names = [t.name for t in tools]
+    branches = [_object({"action": {"type": "string", "enum": names}})] if names else []
+    if results:
+        branches.append(_object({ANSWER_FROM: {"type": "string", "enum": list(results)}}))
+    branches.append(_object({"final_answer": {"type": "string"}}))
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 

@@ -321,11 +321,12 @@ def agent_schemas() -> dict[str, Schema]:
             "required": ["message_type", "content", "end_of_message", "end_of_dialog"],
             "properties": {
                 "message_type": {"enum": ["thought", "tool-call", "observation", "answer",
-                                          "error", "progress"],
+                                          "error", "progress", "offer"],
                                  "description": "`tool-call`: the tool a step calls, before "
-                                                "it runs; `progress`: a tool's progress report "
-                                                "(both toolmesh's own; TrustGraph's clients "
-                                                "skip them)"},
+                                                "it runs; `progress`: a tool's progress report; "
+                                                "`offer`: the tools a step showed the model, "
+                                                "when it left some out (all three toolmesh's "
+                                                "own; TrustGraph's clients skip them)"},
                 "content": {"type": "string"},
                 "end_of_message": {"type": "boolean"},
                 "end_of_dialog": {"type": "boolean"},
@@ -336,6 +337,26 @@ def agent_schemas() -> dict[str, Schema]:
                 "arguments": {"type": "object",
                               "description": "on `tool-call` messages: the arguments it is "
                                              "called with"},
+                "offer": {"type": "object",
+                          "description": "on `offer` messages: how the step's tools were "
+                                         "selected (docs/tool-calling.md)",
+                          "properties": {
+                              "method": {"type": "string"},
+                              "available": {"type": "integer", "minimum": 0},
+                              "shown": {"type": "integer", "minimum": 0},
+                              "find_tools": {"type": "boolean"},
+                              "tools": {"type": "array", "items": {
+                                  "type": "object",
+                                  "properties": {"name": {"type": "string"},
+                                                 "reason": {"type": "string"},
+                                                 "score": {"type": "number"}}}}}},
+                "cut": {"type": "boolean",
+                        "description": "on the final answer: the model's limit cut it short "
+                                       "(its content ends with a note saying so)"},
+                "token_source": {"enum": ["counted", "estimated"],
+                                 "description": "on the dialog's last message, when the LLM's "
+                                                "server reported no usage: toolmesh counted "
+                                                "(or estimated) the tokens"},
                 "progress": {"type": "object",
                              "description": "on `progress` messages: the tool and its report",
                              "properties": {"tool": {"type": "string"},

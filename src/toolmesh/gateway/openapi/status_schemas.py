@@ -90,12 +90,13 @@ def dialogs_schemas() -> dict[str, Schema]:
                 "seconds": {"type": "number", "description": "from its start to its last "
                                                              "entry"},
                 "request": {"type": "object", "description": "the agent request (`show`)"},
-                "entries": {"type": "array", "description": "its journal (`show`): reply, "
-                                                            "result, turn and end entries",
+                "entries": {"type": "array", "description": "its journal (`show`): offer, "
+                                                            "reply, result, turn and end "
+                                                            "entries",
                             "items": {"type": "object", "properties": {
                                 "seq": {"type": "integer"}, "at": when,
-                                "kind": {"enum": ["reply", "approval", "answer", "result",
-                                                  "turn", "end"]},
+                                "kind": {"enum": ["offer", "reply", "approval", "answer",
+                                                  "result", "turn", "end"]},
                                 "body": {"type": "object"}}}}}},
         "DialogsResponse": {
             "description": "`dialogs` (list, newest first) or `dialog` (show); or `error` "
