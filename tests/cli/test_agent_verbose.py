@@ -56,7 +56,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
 @pytest.mark.parametrize("mode", [[], ["--no-streaming"]], ids=["streaming", "whole-messages"])
 async def test_verbose_shows_each_action_before_its_observation(served: Served,
                                                                 mode: list[str]) -> None:
-    code, out, err = await run_toolmesh("agent", "A joke, then a story", "-v", *mode,
+    code, out, err = await run_toolmesh("agent", "A food joke, then a story", "-v", *mode,
                                         "-u", served.url)
     assert code == 0, err
     assert out == "Here is your joke.\n"
@@ -64,5 +64,5 @@ async def test_verbose_shows_each_action_before_its_observation(served: Served,
 
 
 async def test_without_verbose_only_the_answer_shows(served: Served) -> None:
-    code, out, err = await run_toolmesh("agent", "A joke, then a story", "-u", served.url)
+    code, out, err = await run_toolmesh("agent", "A food joke, then a story", "-u", served.url)
     assert (code, out, err) == (0, "Here is your joke.\n", "")

@@ -129,6 +129,9 @@ PART_OPTIONS = {
                 *(bound.flag for bound in options.GATEWAY_BOUNDS)},
     "agent": {"--flow", "--no-announcements", "--tool-calling", "--step-temperature",
               "--dialogs", "--dialogs-keep", "--dialogs-days", "--approval",
+              # how a step's tools are chosen and its reply bounded (issue 41)
+              "--tool-selection", "--tool-budget", "--tool-relevance", "--find-tools",
+              "--choice-steps", "--argument-values", "--max-answer-tokens",
               *(bound.flag for bound in options.AGENT_BOUNDS),
               *(bound.flag for bound in options.STREAM_BOUNDS)},
     "prompt": {bound.flag for bound in options.PROMPT_BOUNDS},

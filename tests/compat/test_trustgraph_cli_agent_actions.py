@@ -18,7 +18,7 @@ from tests.cli.test_agent_verbose import dialog_server
 from tests.compat.test_trustgraph_cli_agent import invoke
 from tests.servers import Served
 
-QUESTION = "A joke, then a story"
+QUESTION = "A food joke, then a story"
 JOKE = "Why did the tomato blush? It saw the salad dressing."
 
 STREAMING_VERBOSE = (

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: Any) -> None:
-    p = commands.add_parser("agent", help="ask the agent a question through the gateway")
+    p = commands.add_parser("agent", help="ask the agent a question through the gateway",
+                            epilog="exit status: 0 the answer came whole; 3 it came cut short "
+                                   "by the model's limit (marked at its end); 1 an error")
     p.add_argument("question")
     p.add_argument("-u", "--url", default=None,
                    help="gateway URL (env TOOLMESH_URL; default http://localhost:8888/)")
@@ -51,7 +53,8 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--user", default=None, help="the user tools run for")
     p.add_argument("--no-streaming", action="store_true", help="wait for whole messages")
     p.add_argument("-v", "--verbose", action="store_true",
-                   help="show each thought, tool call and observation (on stderr)")
+                   help="show each thought, tool call and observation, and the tools a step "
+                        "shows when it leaves some out (on stderr)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds the dialog may take (the gateway's agent deadline caps it; "
                         "default: %(default)s)")
@@ -62,13 +65,19 @@ def add_parser(commands: Any) -> None:
 ERROR_PREFIX = "Error: "
 #: the most characters of a tool call's line shown: arguments can be a whole document
 CALL_WIDTH = 300
+#: the most characters of an offer's line shown (the reasons of many tools)
+OFFER_WIDTH = 600
+#: the exit status of a dialog whose answer the model's limit cut short (it is printed, and
+#: ends with a note saying so)
+CUT_STATUS = 3
 
 
 class Printer:
     """Prints messages as they come: the answer on stdout, the rest (with -v) on stderr.
 
-    With -v, each step shows as: 🤔 the thought (streamed), 🔧 the tool called with its
-    arguments, ⏳ its progress reports, then 💡 what it answered or ❌ why it failed.
+    With -v, each step shows as: 🧰 the tools it shows the model when it leaves some out
+    (and why each), 🤔 the thought (streamed), 🔧 the tool called with its arguments, ⏳ its
+    progress reports, then 💡 what it answered or ❌ why it failed.
     """
 
     def __init__(self, verbose: bool) -> None:
@@ -93,6 +102,8 @@ class Printer:
                 self._stream("💡 ", content, m)
         elif kind == "tool-call":
             self._line("🔧 ", shorten(content, CALL_WIDTH), m)
+        elif kind == "offer":
+            self._line("🧰 ", shorten(content, OFFER_WIDTH), m)
         elif kind == "progress":
             self._line("⏳ ", content, m)
 
@@ -133,6 +144,7 @@ async def run(args: argparse.Namespace) -> int:
     if args.user:
         request["user"] = args.user
     printer = Printer(args.verbose)
+    cut = False
     try:
         async with gateway_socket(args.url or default_url(), token) as ws:
             await ws.send_json({"id": QUESTION, "service": "agent", "flow": args.flow,
@@ -154,6 +166,8 @@ async def run(args: argparse.Namespace) -> int:
                         asker.take(response)
                     else:
                         printer.show(response)
+                    if response.get("end_of_dialog") and response.get("cut"):
+                        cut = True
                     if frame.get("complete") or response.get("end_of_dialog"):
                         break
             finally:
@@ -163,6 +177,11 @@ async def run(args: argparse.Namespace) -> int:
                        "it `toolmesh serve` (or `toolmesh run gateway`) that listens there?"
                        ) from None
     printer.done()
+    if cut:
+        print(f"toolmesh agent: the answer was cut short by the model's limit (exit status "
+              f"{CUT_STATUS}); raise --max-answer-tokens on the agent, or the model's context",
+              file=sys.stderr)
+        return CUT_STATUS
     return 0
 
 

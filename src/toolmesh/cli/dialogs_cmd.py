@@ -88,13 +88,22 @@ def _show(dialog: dict[str, Any]) -> None:
           f"{dialog.get('started')}")
     print(f"question: {dialog.get('question')}")
     started = _when(dialog.get("started"))
+    step = None
     for entry in dialog.get("entries") or []:
         body = entry.get("body") or {}
         kind = entry.get("kind")
         at = _when(entry.get("at"))
         offset = f"  (+{(at - started).total_seconds():.2f} s)" if at and started else ""
-        if kind == "reply":
-            print(f"\nstep {body.get('step')}{offset}")
+        if kind in ("offer", "reply") and body.get("step") != step:
+            step = body.get("step")
+            print(f"\nstep {step}{offset}")
+        if kind == "offer":
+            tools = ", ".join(f"{t.get('name')} ({t.get('reason')})" if t.get("reason")
+                              else str(t.get("name")) for t in body.get("tools") or [])
+            finder = "; find-tools for the rest" if body.get("find_tools") else ""
+            print(f"  shown {body.get('shown')} of {body.get('available')} tools "
+                  f"({body.get('method')}): {tools or 'none'}{finder}")
+        elif kind == "reply":
             if body.get("thought"):
                 print(f"  thought: {body['thought']}")
             for call in body.get("calls") or []:
@@ -110,7 +119,12 @@ def _show(dialog: dict[str, Any]) -> None:
         elif kind == "end":
             message = body.get("message") or {}
             if message.get("message_type") == "answer":
-                print(f"\nanswer{offset}: {body.get('answer') or message.get('content')}")
+                mark = " (cut short by the model's limit)" if message.get("cut") else ""
+                print(f"\nanswer{mark}{offset}: "
+                      f"{body.get('answer') or message.get('content')}")
+                if message.get("token_source"):
+                    print(f"tokens {message.get('token_source')} by toolmesh: the LLM's server "
+                          "reported none")
             else:
                 error = message.get("error") or {}
                 print(f"\nerror ({error.get('type')}){offset}: {error.get('message')}")

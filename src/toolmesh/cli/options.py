@@ -116,7 +116,8 @@ AGENT_BOUNDS = (
     Bound("--max-observation", "TOOLMESH_MAX_OBSERVATION", int, 32768,
           "bytes of a tool's result the LLM sees; a longer result is cut with a note"),
     Bound("--max-step-tokens", "TOOLMESH_MAX_STEP_TOKENS", int, 1024,
-          "tokens one LLM step may write (its max_tokens); 0: no limit"),
+          "tokens one LLM step that may call tools may write (a final answer has "
+          "--max-answer-tokens); 0: no limit"),
     Bound("--token-budget", "TOOLMESH_TOKEN_BUDGET", int, 100_000,
           "tokens (in and out) a dialog may use before the agent asks for its final answer; "
           "0: no limit"),
@@ -382,7 +383,10 @@ def llm_api_key(args: argparse.Namespace) -> str | None:
 
 
 def add_agent(parser: argparse.ArgumentParser) -> None:
+    from toolmesh.cli.choice_options import add_choice
+
     add_bounds(parser, AGENT_BOUNDS)
+    add_choice(parser)
     add_step_temperature(parser)
     add_dialogs(parser)
     approval = os.environ.get("TOOLMESH_APPROVAL", "never")

@@ -274,7 +274,10 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
         from toolmesh.agent.loop import AgentOptions
         from toolmesh.agent.service import AgentService
 
+        from toolmesh.cli.choice_options import choice_options
+
         agent_options = AgentOptions(**options.bound_values(args, options.AGENT_BOUNDS),
+                                     **choice_options(args),
                                      coalescing=_coalescing(args),
                                      tool_calling=args.tool_calling,
                                      temperature=args.temperature_of_steps,

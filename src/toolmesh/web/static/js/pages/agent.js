@@ -10,7 +10,7 @@ import { h, field, pretty, replace, status } from "../dom.js";
 
 const LABELS = {
   question: "Question", thought: "Thought", action: "Action", observation: "Observation",
-  answer: "Answer", error: "Error", progress: "Progress",
+  answer: "Answer", error: "Error", progress: "Progress", offer: "Tools shown",
 };
 /** The messages that wait for a person, and the field that carries their request. */
 const REQUESTS = { "approval-request": "approval", "elicitation-request": "elicitation" };
@@ -54,6 +54,18 @@ function actionEl(response) {
       pretty(response.arguments ?? {})));
 }
 
+/** The tools a step showed the model (an `offer` message: selection left some out), each
+ * with why. */
+export function offerEl(response) {
+  const offer = isObject(response.offer) ? response.offer : {};
+  const tools = Array.isArray(offer.tools) ? offer.tools : [];
+  const head = `${offer.shown ?? tools.length} of ${offer.available ?? "?"} tools `
+    + `(${offer.method || "selection"})${offer.find_tools ? ", and find-tools for the rest" : ""}`;
+  return messageEl("offer", head, h("ul", { class: "offer", "aria-label": "Tools shown" },
+    tools.map((t) => h("li", {}, h("code", { class: "tool" }, String(t.name ?? "")),
+      t.reason ? ` — ${t.reason}` : ""))));
+}
+
 /** Seconds as a person reads them: "0.4 ms", "12 ms", "2.35 s". */
 function duration(seconds) {
   if (seconds < 0.01) return `${(seconds * 1000).toFixed(1)} ms`;
@@ -65,7 +77,8 @@ function duration(seconds) {
 export function describeUsage(last) {
   const parts = [];
   const n = (v) => (typeof v === "number" ? String(v) : "not reported");
-  parts.push(`tokens in ${n(last.in_token)}`, `out ${n(last.out_token)}`);
+  parts.push(`tokens in ${n(last.in_token)}`, `out ${n(last.out_token)}`
+    + (last.token_source ? ` (${last.token_source} by toolmesh: the server reported none)` : ""));
   if (last.model) parts.push(`model ${last.model}`);
   if (typeof last.tool_calls === "number") {
     const calls = `${last.tool_calls} tool call${last.tool_calls === 1 ? "" : "s"}`;
@@ -106,6 +119,8 @@ class Dialog {
     const id = response.message_id;
     if (kind === "tool-call" || kind === "action") {
       this.add(actionEl(response));
+    } else if (kind === "offer") {
+      this.add(offerEl(response));
     } else if (Object.hasOwn(REQUESTS, kind) && isObject(response[REQUESTS[kind]])) {
       this.requests.push(this.add(requestCard(response[REQUESTS[kind]], this.cards)));
       this.onRequest();
@@ -120,6 +135,10 @@ class Dialog {
       if (response.end_of_message !== false && id) this.open.delete(id);
     }
     // other types (toolmesh may add some) are skipped, as TrustGraph's clients skip them
+    if (response.end_of_dialog && response.cut) {
+      this.add(h("p", { class: "status error", role: "status" }, "The answer was cut short: "
+        + "the model reached its limit (the note at its end says which)."));
+    }
     if (response.end_of_dialog) this.last = response;
   }
 }

@@ -109,7 +109,14 @@ async function shown(api, id) {
   const steps = [];
   for (const entry of d.entries || []) {
     const b = entry.body || {};
-    if (entry.kind === "reply") {
+    if (entry.kind === "offer") {
+      steps.push(h("li", { class: "message offer" },
+        h("strong", {}, `Step ${b.step}: ${b.shown} of ${b.available} tools shown`),
+        ` (${b.method}${b.find_tools ? ", find-tools for the rest" : ""}) `,
+        (b.tools || []).map((t) => h("span", { class: "offered" },
+          h("code", { class: "tool" }, String(t.name ?? "")),
+          t.reason ? ` — ${t.reason}; ` : "; "))));
+    } else if (entry.kind === "reply") {
       steps.push(h("li", { class: "message thought" },
         h("strong", {}, `Step ${b.step}`), " ", b.thought || "",
         b.problem ? h("p", { class: "status error" }, `Unusable reply: ${b.problem}`) : null,
@@ -132,7 +139,8 @@ async function shown(api, id) {
     } else if (entry.kind === "end") {
       const m = b.message || {};
       steps.push(m.message_type === "answer"
-        ? h("li", { class: "message answer" }, h("strong", {}, "Answer"), " ",
+        ? h("li", { class: "message answer" }, h("strong", {}, "Answer"),
+          m.cut ? h("span", { class: "badge warn" }, "cut short") : null, " ",
           b.answer || m.content || "")
         : h("li", { class: "message error" }, h("strong", {}, "Error"), " ",
           `${m.error?.type || "error"}: ${m.error?.message || m.content || ""}`));

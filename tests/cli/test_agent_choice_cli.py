@@ -1,0 +1,69 @@
+"""`toolmesh agent` and issue 41 as a user meets it, against a real `toolmesh serve`: `-v`
+shows which tools a step was shown and why, and an answer the model's limit cut short is
+marked at its end and exits 3."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.llm.openai_server import Answer, OpenAITestServer
+from tests.processes import ROOT, run_toolmesh
+from tests.servers import toolmesh_serve
+
+#: tools the question gives no sign of (all backed by the joke service)
+OTHERS = {"get-weather": "Look up the current weather in a city",
+          "convert-currency": "Convert an amount of money to another currency",
+          "count-words": "Count the words of a text"}
+
+
+async def test_verbose_shows_the_tools_a_step_was_shown_and_why(tmp_path: Path) -> None:
+    script = tmp_path / "llm.json"
+    script.write_text(json.dumps({"responses": [
+        'Thought: a joke\nAction: tell-joke\nArgs: {"topic": "food"}',
+        "Thought: done\nFinal Answer: Here it is."]}))
+    async with toolmesh_serve(tmp_path, "--llm", f"scripted:{script}") as served:
+        for item, file in [("tool-service/joke-service", "joke-service.json"),
+                           ("tool/tell-joke", "tell-joke.json")]:
+            code, _, err = await run_toolmesh("config", "put", item,
+                                              str(ROOT / "examples" / "joke" / file),
+                                              "-u", served.url)
+            assert code == 0, err
+        for name, description in OTHERS.items():
+            item = json.loads((ROOT / "examples" / "joke" / "tell-joke.json").read_text())
+            item.update(name=name, description=description, arguments=[])
+            code, _, err = await run_toolmesh("config", "put", f"tool/{name}", "-",
+                                              "-u", served.url, stdin_text=json.dumps(item))
+            assert code == 0, err
+        code, out, err = await run_toolmesh("agent", "Tell me a joke about food", "-v",
+                                            "-u", served.url)
+    assert code == 0, err
+    assert out.strip() == "Here it is."
+    assert "🧰 1 of 4 tools (bm25): tell-joke (matched: joke, food)\n" in err
+    assert err.index("🧰") < err.index("🔧 tell-joke")
+
+
+async def test_a_cut_answer_is_marked_and_exits_3(tmp_path: Path) -> None:
+    long = " ".join(f"w{i}" for i in range(400))
+    async with OpenAITestServer(default=Answer(text=f"Thought: ok\nFinal Answer: {long}")) \
+            as llm, toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "m",
+                                   "--tool-calling", "react", "--max-answer-tokens", "40") \
+            as served:
+        code, out, err = await run_toolmesh("agent", "Write at length", "-u", served.url)
+        whole_code, _, _ = await run_toolmesh("agent", "Write at length", "--no-streaming",
+                                              "-u", served.url)
+    assert code == 3 and whole_code == 3, err
+    assert out.rstrip().endswith("[The answer was cut short here: the model reached its limit "
+                                 "of 40 tokens (--max-answer-tokens).]")
+    assert out.startswith("w0 w1 w2") and "w399" not in out
+    assert "the answer was cut short by the model's limit (exit status 3)" in err
+
+
+def test_the_flags_defaults_are_the_agents() -> None:
+    """cli/choice_options.py names the agent's defaults without importing it."""
+    from toolmesh.agent import selection
+    from toolmesh.cli import choice_options
+
+    assert choice_options.SELECTION_METHODS == selection.METHODS
+    assert choice_options.DEFAULT_BUDGET == selection.DEFAULT_BUDGET
+    assert choice_options.DEFAULT_RELEVANCE == selection.DEFAULT_RELEVANCE
