@@ -18,7 +18,7 @@ from toolmesh.agent.selection import (
 )
 from toolmesh.agent.selection.bm25 import Bm25Index
 from toolmesh.agent.selection.catalogue import cost
-from toolmesh.agent.selection.terms import examples, shapes, terms, without_examples
+from toolmesh.agent.terms import examples, shapes, terms, without_examples
 from toolmesh.agent.tools import Tool, ToolInfo
 from toolmesh.agent.tools.base import Call
 from toolmesh.errors import RequestError

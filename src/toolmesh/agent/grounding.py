@@ -13,7 +13,8 @@ description itself. Two defences, both against the class of mistake rather than 
   why, and asked again (:mod:`toolmesh.agent.loop`), within the dialog's step limit, as an
   argument that fails its schema is.
 * :func:`spans` — the pieces of the dialog a value may be (each run of up to
-  :data:`SPAN_WORDS` words within a sentence, each quoted passage, the text after a colon):
+  :data:`SPAN_WORDS` words within a sentence that neither begins nor ends with a function
+  word, each quoted passage, the text after a colon):
   the ``json`` strategy can hold a string argument to them, so that a small model copies
   ``Madrid`` rather than writing ``Máximilán`` (docs/tool-calling.md has the figures).
 """
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from toolmesh.agent.problems import json_path
-from toolmesh.agent.selection.terms import examples, terms, words
+from toolmesh.agent.terms import STOP_WORDS, examples, terms, words
 from toolmesh.agent.tools import Tool
 from toolmesh.agent.transcript import Transcript
 
@@ -164,14 +165,18 @@ def spans(texts: Iterable[str]) -> list[str]:
         text = text[:RESULT_CHARS]
         for match in _QUOTED.finditer(text):
             add(next(g for g in match.groups() if g is not None))
-        if ":" in text:
-            add(text.split(":", 1)[1])
+        if ":" in text:  # "count the words of: the quick brown fox." -> to its sentence's end
+            add(_SENTENCES.split(text.split(":", 1)[1].strip(), maxsplit=1)[0])
         for sentence in _SENTENCES.split(text):
             found = [w.strip(_EDGES) for w in sentence.split()]
             found = [w for w in found if w]
             for length in range(1, SPAN_WORDS + 1):
                 for start in range(len(found) - length + 1):
-                    add(" ".join(found[start:start + length]))
+                    run = found[start:start + length]
+                    # a run that begins or ends with a function word ("a", "the", "about")
+                    # is never the value: a small model picks "a" or "a joke about owls"
+                    if run[0].lower() not in STOP_WORDS and run[-1].lower() not in STOP_WORDS:
+                        add(" ".join(run))
     return list(out)
 
 

@@ -1,6 +1,6 @@
 """Okapi BM25 over a few hundred short documents: the lexical half of tool retrieval.
 
-A document is a bag of terms (:mod:`.terms`); a query's score for a document sums, over the
+A document is a bag of terms (:mod:`toolmesh.agent.terms`); a query's score for a document sums, over the
 query's distinct terms found in it, the term's rarity among the documents (``idf``) times its
 frequency in the document, damped (``k1``) and normalised by the document's length (``b``) —
 the ranking function of Robertson and Zaragoza, with the parameters most search engines

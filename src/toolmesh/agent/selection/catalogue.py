@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolmesh.agent.selection.bm25 import Bm25Index
-from toolmesh.agent.selection.terms import examples, shapes, terms
+from toolmesh.agent.terms import examples, shapes, terms
 from toolmesh.agent.tools import Tool
 
 #: characters per prompt token, for a tool's JSON Schema (measured with SmolLM2's tokenizer on
@@ -64,8 +64,8 @@ def example_values(tool: Tool) -> list[str]:
 
 
 def query_terms(query: str) -> list[str]:
-    """The terms a query is searched by: its words (:func:`.terms.terms`) and the shapes of
-    its codes (:func:`.terms.shapes`)."""
+    """The terms a query is searched by: its words (:func:`toolmesh.agent.terms.terms`) and the shapes of
+    its codes (:func:`toolmesh.agent.terms.shapes`)."""
     return terms(query) + shapes(query)
 
 

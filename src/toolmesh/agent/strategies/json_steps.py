@@ -48,7 +48,7 @@ from toolmesh.agent.strategies.base import (
 )
 from toolmesh.agent.strategies.json_stream import JsonStepStream, parse_step
 from toolmesh.agent.grounding import dialog_numbers, dialog_spans, dialog_text
-from toolmesh.agent.selection.terms import without_examples
+from toolmesh.agent.terms import without_examples
 from toolmesh.agent.strategies.examples import example_arguments
 from toolmesh.agent.strategies.schemas import (
     ANSWER_FROM,
