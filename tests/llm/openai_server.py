@@ -65,6 +65,8 @@ class Answer:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     usage: bool = True
+    #: why the answer ended, where not "stop" ("length": the model's limit cut it)
+    finish_reason: str | None = None
     #: the reply's tool calls, ``[{"name", "arguments": <JSON text or object>, "id"?}]``;
     #: streamed as OpenAI streams them: each call's id and name, then its arguments in pieces
     tool_calls: Sequence[dict[str, Any]] = ()
@@ -244,7 +246,7 @@ class OpenAITestServer:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await self._stream(request, answer, model, usage if include_usage else None)
         calls = _calls(answer)
-        text, finish = answer.text, "tool_calls" if calls else "stop"
+        text, finish = answer.text, answer.finish_reason or ("tool_calls" if calls else "stop")
         limit = body.get("max_tokens")
         if self.honor_max_tokens and isinstance(limit, int) and not calls \
                 and len(_PIECES.findall(text)) > limit:
@@ -294,7 +296,7 @@ class OpenAITestServer:
             await event({"error": {"message": answer.stream_error, "type": "server_error"}})
             await response.write_eof()
             return response
-        await event(chunk({}, "tool_calls" if calls else "stop"))
+        await event(chunk({}, answer.finish_reason or ("tool_calls" if calls else "stop")))
         if usage is not None:
             await event({"id": "chatcmpl-test", "object": "chat.completion.chunk",
                          "created": int(time.time()), "model": model, "choices": [],

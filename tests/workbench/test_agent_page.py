@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tests.cli.test_agent_cli import EXAMPLES, JOKE
 from tests.gateway.test_scoped_tokens import create, post
+from tests.llm.openai_server import Answer
 from tests.workbench.conftest import Workbench
 from tests.workbench.test_prompts_page import open_page
 
@@ -39,13 +40,14 @@ async def test_a_dialog_streams_action_observation_answer_and_usage(
     # the groups the tool items name are suggested
     await page.get_by_text("Groups the tools name: fun.").wait_for()
     await page.get_by_label("Groups").fill("fun")
-    await page.get_by_label("Question").fill("tell me a joke")
+    await page.get_by_label("Question").fill("tell me a joke about food")
     await page.get_by_label("Question").press("Control+Enter")
 
     log = page.get_by_role("log", name="Transcript")
     await log.locator(".message.answer").filter(has_text=JOKE).wait_for()
     await log.locator(".usage").wait_for()
-    assert await log.locator(".message.question").text_content() == "Questiontell me a joke"
+    assert await log.locator(".message.question").text_content() == \
+        "Questiontell me a joke about food"
     assert await log.locator(".message.thought").first.text_content() == \
         "ThoughtThe user wants a joke about food."
     action = log.locator(".message.action")
@@ -64,6 +66,36 @@ async def test_a_dialog_streams_action_observation_answer_and_usage(
     await page.get_by_role("status").filter(has_text="Answered.").wait_for()
     # the dialog asked with the group chosen: the tool was offered to the LLM
     assert "tell-joke" in workbench.llm.requests[0].prompt
+
+
+async def test_the_tools_a_step_was_shown_and_a_cut_answer_are_shown(
+        page: Page, workbench: Workbench) -> None:
+    """Issue 41: when a step leaves tools out, the chat shows which it showed and why; an
+    answer the model's limit cut short says so."""
+    await add_joke_tool(workbench)
+    others = [{"type": "tool", "key": name, "value": json.dumps({
+        **json.loads((EXAMPLES / "tell-joke.json").read_text()), "name": name,
+        "description": description, "arguments": [], "group": ["fun"]})}
+        for name, description in (("get-weather", "The weather in a city"),
+                                  ("count-words", "Count the words of a text"))]
+    status, body = await post(workbench.served, "api/v1/config",
+                              {"operation": "put", "values": others}, workbench.token)
+    assert status == 200 and "error" not in body, body
+    workbench.llm.add(ACT, Answer(text="Thought: done.\nFinal Answer: A long joke story",
+                                  finish_reason="length"))
+    await open_page(page, workbench, "agent")
+    await page.get_by_label("Groups").fill("fun")
+    await page.get_by_label("Question").fill("tell me a joke about food")
+    await page.get_by_label("Question").press("Control+Enter")
+    log = page.get_by_role("log", name="Transcript")
+    offer = log.locator(".message.offer")
+    await offer.wait_for()
+    assert (await offer.text_content()).startswith("Tools shown1 of 3 tools (bm25)")
+    assert await offer.get_by_role("listitem").all_text_contents() == [
+        "tell-joke — matched: joke, food"]
+    await log.get_by_text("The answer was cut short").wait_for()
+    answer = await log.locator(".message.answer").text_content()
+    assert answer.startswith("AnswerA long joke story") and "model reached its limit" in answer
 
 
 async def test_an_error_of_the_dialog_is_shown_in_the_transcript(

@@ -58,7 +58,7 @@ async def test_a_call_approved_in_the_chat_runs_and_the_dialog_answers(
         page: Page, workbench: Workbench) -> None:
     await add_asking_joke_tool(workbench)
     workbench.llm.add(ACT, DONE)
-    log = await ask_in_chat(page, workbench, "tell me a joke")
+    log = await ask_in_chat(page, workbench, "tell me a joke about food")
 
     card = log.get_by_role("region", name="Approval needed: tell-joke")
     await card.wait_for()
@@ -86,7 +86,7 @@ async def test_a_call_denied_with_a_reason_is_not_run_and_the_model_hears_why(
         page: Page, workbench: Workbench) -> None:
     await add_asking_joke_tool(workbench)
     workbench.llm.add(ACT, REFUSED)
-    log = await ask_in_chat(page, workbench, "tell me a joke")
+    log = await ask_in_chat(page, workbench, "tell me a joke about food")
     card = log.get_by_role("region", name="Approval needed: tell-joke")
     await card.wait_for()
 
@@ -130,7 +130,7 @@ async def test_a_waiting_call_is_listed_on_the_dialogs_page_and_answered_there(
         page: Page, second_page: Page, workbench: Workbench) -> None:
     await add_asking_joke_tool(workbench)
     workbench.llm.add(ACT, DONE)
-    chat = await ask_in_chat(page, workbench, "tell me a joke")
+    chat = await ask_in_chat(page, workbench, "tell me a joke about food")
     in_chat = chat.get_by_role("region", name="Approval needed: tell-joke")
     await in_chat.wait_for()
 
@@ -183,7 +183,7 @@ async def test_a_token_without_approve_sees_the_card_but_cannot_answer(
     await open_page(page, workbench, "agent", token)
     await page.get_by_text("Groups the tools name: fun.").wait_for()
     await page.get_by_label("Groups").fill("fun")
-    await page.get_by_label("Question").fill("tell me a joke")
+    await page.get_by_label("Question").fill("tell me a joke about food")
     await page.get_by_role("button", name="Send").click()
     card = page.get_by_role("log", name="Transcript").get_by_role(
         "region", name="Approval needed: tell-joke")

@@ -26,7 +26,7 @@ async def ask_for_a_joke(workbench: Workbench) -> dict:  # type: ignore[type-arg
                for t in tools["tools"]), tools
     workbench.llm.add(ACT, DONE)
     return await workbench.post("api/v1/flow/default/service/agent",
-                                {"question": "tell me a joke", "group": ["fun"]})
+                                {"question": "tell me a joke about food", "group": ["fun"]})
 
 
 async def test_a_recorded_dialog_is_listed_and_shown_step_by_step(
