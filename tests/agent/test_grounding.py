@@ -8,24 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent.named import tool
 from tests.agent.stack import TELL_JOKE, agent_stack, answer_of, observations
 from tests.conftest import Backend
-from toolmesh.agent.arguments import arguments_from_config
 from toolmesh.agent.grounding import held_schema, numbers, spans, ungrounded
 from toolmesh.agent.strategies.examples import example_arguments
-from toolmesh.agent.tools import Tool, ToolInfo
-from toolmesh.agent.tools.base import Call
 from toolmesh.llm import ScriptedLLM
 
 
-class Named(Tool):
-    async def invoke(self, arguments: dict, call: Call) -> str:  # type: ignore[type-arg]
-        return self.name
-
-
-def tool(name: str, description: str, *arguments: dict) -> Tool:  # type: ignore[type-arg]
-    return Named(ToolInfo(key=name, name=name, description=description,
-                          arguments=arguments_from_config(list(arguments))))
 
 
 CONVERT = tool("convert-currency", "Convert an amount of money between currencies",

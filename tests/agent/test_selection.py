@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from toolmesh.agent.arguments import arguments_from_config
+from tests.agent.named import tool
 from toolmesh.agent.selection import (
     Catalogue,
     DialogView,
@@ -19,19 +19,11 @@ from toolmesh.agent.selection import (
 from toolmesh.agent.selection.bm25 import Bm25Index
 from toolmesh.agent.selection.catalogue import cost
 from toolmesh.agent.terms import examples, shapes, terms, without_examples
-from toolmesh.agent.tools import Tool, ToolInfo
+from toolmesh.agent.tools import Tool
 from toolmesh.agent.tools.base import Call
 from toolmesh.errors import RequestError
 
 
-class Named(Tool):
-    async def invoke(self, arguments: dict, call: Call) -> str:  # type: ignore[type-arg]
-        return self.name
-
-
-def tool(name: str, description: str, *arguments: dict) -> Tool:  # type: ignore[type-arg]
-    return Named(ToolInfo(key=name, name=name, description=description,
-                          arguments=arguments_from_config(list(arguments))))
 
 
 def arg(name: str, description: str = "", **extra: object) -> dict:  # type: ignore[type-arg]
