@@ -81,6 +81,20 @@ def test_spans_and_numbers_are_the_dialogs_own() -> None:
     assert "enum" not in held_schema({"type": "number"}, ["a"], [])
 
 
+def test_a_tool_is_not_fed_its_own_results() -> None:
+    from toolmesh.agent.grounding import dialog_numbers, dialog_spans
+    from toolmesh.agent.transcript import CallRecord, Transcript, Turn
+
+    transcript = Transcript(question="Split 200 between 5 people", turns=[Turn(calls=(
+        CallRecord(id="1", name="split-bill", arguments={}, observation="Each pays 40"),
+        CallRecord(id="2", name="weather", arguments={}, observation="Sunny at 25"),))])
+    assert 40.0 not in dialog_numbers(transcript, tool="split-bill")
+    assert dialog_numbers(transcript, tool="split-bill") == [200.0, 5.0, 25.0]
+    assert 40.0 in dialog_numbers(transcript, tool="weather")
+    assert "Sunny" in dialog_spans(transcript, tool="split-bill")
+    assert "Each pays" not in dialog_spans(transcript, tool="split-bill")
+
+
 def test_example_calls_are_made_of_documented_values_only() -> None:
     undocumented = tool("t", "d", {"name": "amount", "type": "number", "required": True},
                         {"name": "c", "type": "string", "required": True,

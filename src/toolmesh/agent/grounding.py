@@ -180,13 +180,21 @@ def spans(texts: Iterable[str]) -> list[str]:
     return list(out)
 
 
-def dialog_spans(transcript: Transcript) -> list[str]:
-    """The spans (:func:`spans`) of the question and the dialog's results, the question's
-    first."""
+def _sources(transcript: Transcript, tool: str | None) -> list[str]:
+    """The question, then the dialog's results, the latest first — but ``tool``'s own: a tool
+    is not fed its own output (a small model calls ``spell-word`` on ``S-P-E-L-L``, then on
+    ``S---P---E---L---L``, each result new, until the step limit)."""
     texts: list[str] = [transcript.question]
     for turn in reversed(transcript.turns):
-        texts += [call.observation for call in turn.calls if call.ok and not call.redundant]
-    return spans(texts)
+        texts += [call.observation for call in turn.calls
+                  if call.ok and not call.redundant and call.name != tool]
+    return texts
+
+
+def dialog_spans(transcript: Transcript, *, tool: str | None = None) -> list[str]:
+    """The spans (:func:`spans`) of the question and the dialog's results (not ``tool``'s),
+    the question's first."""
+    return spans(_sources(transcript, tool))
 
 
 _NUMBER = re.compile(r"(?<![\w.])(minus\s+|negative\s+|-)?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w])",
@@ -214,12 +222,10 @@ def numbers(texts: Iterable[str]) -> list[float]:
     return list(out)
 
 
-def dialog_numbers(transcript: Transcript) -> list[float]:
-    """The numbers (:func:`numbers`) of the question and the dialog's results."""
-    texts: list[str] = [transcript.question]
-    for turn in reversed(transcript.turns):
-        texts += [call.observation for call in turn.calls if call.ok and not call.redundant]
-    return numbers(texts)
+def dialog_numbers(transcript: Transcript, *, tool: str | None = None) -> list[float]:
+    """The numbers (:func:`numbers`) of the question and the dialog's results (not
+    ``tool``'s)."""
+    return numbers(_sources(transcript, tool))
 
 
 def held_schema(schema: Mapping[str, Any], strings: Sequence[str],

@@ -13,8 +13,9 @@ SmolLM2-135M (docs/tool-calling.md), these choices matter:
   right tool first in 15 of 32 tuning questions with one, 25 without);
 * **values from the dialog**: a free string argument is one of the dialog's runs of words, a
   free number one of its numbers (:mod:`toolmesh.agent.grounding`) — a small model copies
-  ``Madrid`` then, not ``Máximilán``, and never ``"..."``; an optional argument whose enum
-  value the question names is asked for (``--argument-values any``: not held);
+  ``Madrid`` then, not ``Máximilán``, and never ``"..."``; a tool is not fed its own results;
+  an optional argument whose enum value the question names is asked for
+  (``--argument-values any``: not held);
 * **no example values to copy**: an argument's description is shown without its ``e.g.``
   examples, and example calls (:mod:`.examples`) only when every tool shown has one;
 * **one step**: the tool and its arguments in one reply; asked in two (``choice_steps=2``:
@@ -53,6 +54,7 @@ from toolmesh.agent.strategies.examples import example_arguments
 from toolmesh.agent.strategies.schemas import (
     ANSWER_FROM,
     Grounding,
+    Groundings,
     answer_alone,
     choice_schema,
     relaxed,
@@ -81,10 +83,7 @@ class JsonSteps:
         if context.wrap is not None:
             return await self._ask(context, answer_alone(labels),
                                    wrap_messages(context, results), dict(results))
-        grounding = Grounding(strings=dialog_spans(context.transcript),
-                              numbers=dialog_numbers(context.transcript),
-                              said=dialog_text(context.transcript)) \
-            if context.ground_arguments else None
+        grounding = groundings(context) if context.ground_arguments else None
         if context.choice_steps == 2 and context.tools:
             return await self._two_steps(context, labels, grounding, dict(results))
         schema = step_schema(context.tools.values(), labels, thought=False,
@@ -92,7 +91,7 @@ class JsonSteps:
         return await self._ask_relaxed(context, schema, messages(context), dict(results))
 
     async def _two_steps(self, context: StepContext, labels: list[str],
-                         grounding: Grounding | None,
+                         grounding: Groundings | None,
                          results: dict[str, CallRecord]) -> Decision:
         """The tool first (its name alone, or the answer), then that tool's arguments, asked
         with that tool alone shown (module docstring)."""
@@ -137,6 +136,16 @@ class JsonSteps:
         return decide(text, step=len(context.transcript.turns),
                       cut=done is not None and done.finish_reason == "length", follow=follow,
                       results=results)
+
+
+def groundings(context: StepContext) -> dict[str, Grounding]:
+    """The values each tool's free arguments are held to: the dialog's, but the tool's own
+    results (:mod:`toolmesh.agent.grounding`)."""
+    transcript = context.transcript
+    said = dialog_text(transcript)
+    return {name: Grounding(strings=dialog_spans(transcript, tool=name),
+                            numbers=dialog_numbers(transcript, tool=name), said=said)
+            for name in context.tools}
 
 
 def shown(tools: Iterable[Tool], *, grounded: bool) -> list[dict[str, Any]]:

@@ -89,9 +89,15 @@ class Grounding:
     said: str = ""
 
 
+#: the values each tool's free arguments are held to, by tool name, or one for all
+Groundings = Grounding | Mapping[str, Grounding]
+
+
 def tool_branch(tool: Tool, *, thought: bool = True,
-                grounding: Grounding | None = None) -> dict[str, Any]:
+                grounding: Groundings | None = None) -> dict[str, Any]:
     arguments = arguments_schema(tool)
+    if isinstance(grounding, Mapping):
+        grounding = grounding.get(tool.name)
     if grounding is not None:
         arguments = held_schema(arguments, grounding.strings, grounding.numbers,
                                 said=grounding.said)
@@ -101,7 +107,7 @@ def tool_branch(tool: Tool, *, thought: bool = True,
 
 
 def step_schema(tools: Iterable[Tool], results: Sequence[str] = (), *, thought: bool = True,
-                grounding: Grounding | None = None) -> dict[str, Any]:
+                grounding: Groundings | None = None) -> dict[str, Any]:
     """The schema of one ``json`` step (module docstring); ``results``: the labels of the
     dialog's results, one of which the model may answer with (:func:`answer_alone`);
     ``thought``: each branch begins with one; ``grounding``: the values free arguments are
