@@ -67,3 +67,46 @@ def test_the_flags_defaults_are_the_agents() -> None:
     assert choice_options.SELECTION_METHODS == selection.METHODS
     assert choice_options.DEFAULT_BUDGET == selection.DEFAULT_BUDGET
     assert choice_options.DEFAULT_RELEVANCE == selection.DEFAULT_RELEVANCE
+
+
+def word_vector(text: str) -> list[float]:
+    """Embeddings as a tiny model would give them: weather words along one axis, money words
+    along another (a text's vector is the sum of its words')."""
+    axes = {"raining": (1.0, 0.0), "weather": (1.0, 0.0), "money": (0.0, 1.0),
+            "currency": (0.0, 1.0)}
+    x = y = 0.0
+    for word in text.lower().replace("?", " ").replace("-", " ").split():
+        dx, dy = axes.get(word, (0.0, 0.0))
+        x, y = x + dx, y + dy
+    return [x, y, 0.01]
+
+
+async def test_embeddings_from_the_llms_server_rank_what_no_word_matches(
+        tmp_path: Path) -> None:
+    """``--tool-selection embeddings``: the question shares no word with any tool (BM25 has
+    no evidence), the server's ``/v1/embeddings`` ranks the weather tool first."""
+    async with OpenAITestServer(default=Answer(text="Thought: ok\nFinal Answer: Wet."),
+                                embed=word_vector) as llm, \
+            toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "m",
+                           "--tool-calling", "react", "--tool-selection", "embeddings",
+                           "--tool-budget", "1") as served:
+        for item, file in [("tool-service/joke-service", "joke-service.json"),
+                           ("tool/tell-joke", "tell-joke.json")]:
+            code, _, err = await run_toolmesh("config", "put", item,
+                                              str(ROOT / "examples" / "joke" / file),
+                                              "-u", served.url)
+            assert code == 0, err
+        for name, description in OTHERS.items():
+            item = json.loads((ROOT / "examples" / "joke" / "tell-joke.json").read_text())
+            item.update(name=name, description=description, arguments=[])
+            code, _, err = await run_toolmesh("config", "put", f"tool/{name}", "-",
+                                              "-u", served.url, stdin_text=json.dumps(item))
+            assert code == 0, err
+        code, out, err = await run_toolmesh("agent", "Is it raining in Lima?", "-v",
+                                            "-u", served.url)
+        asked = [r.body["input"] for r in llm.requests if r.path == "/v1/embeddings"]
+    assert code == 0, err
+    assert out.strip() == "Wet."
+    assert "🧰 1 of 4 tools (bm25+embeddings): get-weather (ranked within the budget)" in err
+    # the question and every tool's text, in one request
+    assert len(asked) == 1 and asked[0][0] == "Is it raining in Lima?" and len(asked[0]) == 5

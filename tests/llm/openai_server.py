@@ -134,8 +134,11 @@ class OpenAITestServer:
                  rules: Sequence[tuple[str, AnswerLike]] = (), default: AnswerLike | None = None,
                  api_key: str | None = None, host: str = "127.0.0.1", port: int = 0,
                  kind: str = "openai", escaping: bool = False,
-                 honor_max_tokens: bool = False) -> None:
+                 honor_max_tokens: bool = False,
+                 embed: Callable[[str], list[float]] | None = None) -> None:
         self.kind = kind
+        #: ``POST /v1/embeddings`` answers each input with ``embed(text)`` (``None``: 404)
+        self.embed = embed
         #: a whole (not streamed) text answer stops at ``max_tokens`` words, ``"length"``
         self.honor_max_tokens = honor_max_tokens
         self.escaping = escaping
@@ -158,6 +161,7 @@ class OpenAITestServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -204,6 +208,18 @@ class OpenAITestServer:
             return ("1 validation error: ('body', 'response_format', 'type') Input should be "
                     "'text' or 'json_object'")
         return None
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(ReceivedRequest(request.method, request.path,
+                                             dict(request.headers), body, None))
+        if self.embed is None:
+            return _error(404, "this server serves no embeddings")
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        return web.json_response({"object": "list", "model": body.get("model"), "data": [
+            {"object": "embedding", "index": i, "embedding": self.embed(t)}
+            for i, t in enumerate(texts)]})
 
     async def _models(self, request: web.Request) -> web.Response:
         owner = {"llama-cpp-python": "me", "openai": "openai"}.get(self.kind, self.kind)

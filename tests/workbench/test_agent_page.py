@@ -93,7 +93,8 @@ async def test_the_tools_a_step_was_shown_and_a_cut_answer_are_shown(
     assert (await offer.text_content()).startswith("Tools shown1 of 3 tools (bm25)")
     assert await offer.get_by_role("listitem").all_text_contents() == [
         "tell-joke — matched: joke, food"]
-    await log.get_by_text("The answer was cut short").wait_for()
+    # the status line below the answer (the answer's own text ends with the narrator's note)
+    await log.get_by_role("status").filter(has_text="The answer was cut short").wait_for()
     answer = await log.locator(".message.answer").text_content()
     assert answer.startswith("AnswerA long joke story") and "model reached its limit" in answer
 
