@@ -21,68 +21,80 @@ DEFAULT_RELEVANCE = 0.5
 FIND_TOOLS = ("auto", "on", "off")
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name) or default
-
-
-def _non_negative(kind: type[int] | type[float]) -> Any:
+def _number(kind: type[int] | type[float], env: str) -> Any:
+    """An argparse type: a number of 0 or more. Defaults come from ``env`` as text, so that
+    argparse checks them only when the flag is not given, with a message that names both."""
     def parse(text: str) -> int | float:
         try:
             value = kind(text)
         except ValueError:
             value = -1
         if value < 0:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of 0 or more")
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} of 0 or more "
+                                             f"(the flag, or {env})")
         return value
+    parse.__name__ = kind.__name__
     return parse
+
+
+def _one_of(choices: tuple[str, ...], env: str) -> Any:
+    """An argparse type: one of ``choices`` (checked as :func:`_number` checks)."""
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(choices)} "
+                                             f"(the flag, or {env})")
+        return text
+    return parse
+
+
+def _option(parser: argparse.ArgumentParser, flag: str, *, env: str, default: str,
+            type: Any, help: str, **extra: Any) -> None:  # noqa: A002
+    """A flag whose default is ``env`` (when set and not empty) or ``default``."""
+    parser.add_argument(flag, type=type, default=os.environ.get(env) or default,
+                        help=f"{help} (env {env}; default: {default})", **extra)
 
 
 def add_choice(parser: argparse.ArgumentParser) -> None:
     """The flags (module docstring)."""
-    method = _env("TOOLMESH_TOOL_SELECTION", "bm25")
-    parser.add_argument("--tool-selection", choices=SELECTION_METHODS,
-                        default=method if method in SELECTION_METHODS else "bm25",
-                        help="how each step picks the tools it shows the model: bm25 (the "
-                             "words of the question against each tool's name, description "
-                             "and arguments), embeddings (bm25 fused with the LLM server's "
-                             "/v1/embeddings, where it has them), off: every tool (env "
-                             "TOOLMESH_TOOL_SELECTION; default: %(default)s)")
-    parser.add_argument("--tool-budget", type=_non_negative(int), metavar="TOKENS",
-                        default=_non_negative(int)(_env("TOOLMESH_TOOL_BUDGET",
-                                                        str(DEFAULT_BUDGET))),
-                        help="prompt tokens (estimated) the tools of one step may take; "
-                             "beyond, the best-matching ones (env TOOLMESH_TOOL_BUDGET; "
-                             "default: %(default)s)")
-    parser.add_argument("--tool-relevance", type=_non_negative(float), metavar="SHARE",
-                        default=_non_negative(float)(_env("TOOLMESH_TOOL_RELEVANCE",
-                                                          str(DEFAULT_RELEVANCE))),
-                        help="when some tool matches the question's words, show only those "
-                             "scoring at least this share of the best; 0: every tool that "
-                             "fits the budget (env TOOLMESH_TOOL_RELEVANCE; "
-                             "default: %(default)s)")
-    find = _env("TOOLMESH_FIND_TOOLS", "auto")
-    parser.add_argument("--find-tools", choices=FIND_TOOLS,
-                        default=find if find in FIND_TOOLS else "auto",
-                        help="offer the find-tools meta-tool when a step leaves tools out: "
-                             "auto (to native tool calling only), on, off (env "
-                             "TOOLMESH_FIND_TOOLS; default: %(default)s)")
-    parser.add_argument("--choice-steps", type=int, choices=(1, 2),
-                        default=int(_env("TOOLMESH_CHOICE_STEPS", "1")),
-                        help="json tool calling: ask for the tool and its arguments in one "
-                             "reply (1) or the tool first, then its arguments (2) (env "
-                             "TOOLMESH_CHOICE_STEPS; default: %(default)s)")
-    values = _env("TOOLMESH_ARGUMENT_VALUES", "dialog")
-    parser.add_argument("--argument-values", choices=("dialog", "any"),
-                        default=values if values in ("dialog", "any") else "dialog",
-                        help="json tool calling: a free string or number argument must be "
-                             "words or a number of the question or a result (dialog), or may "
-                             "be anything (any) (env TOOLMESH_ARGUMENT_VALUES; "
-                             "default: %(default)s)")
-    parser.add_argument("--max-answer-tokens", type=_non_negative(int), metavar="N",
-                        default=_non_negative(int)(_env("TOOLMESH_MAX_ANSWER_TOKENS", "0")),
-                        help="tokens a final answer may take (a step that calls tools is "
-                             "bound by --max-step-tokens); 0: the model's limit (env "
-                             "TOOLMESH_MAX_ANSWER_TOKENS; default: %(default)s)")
+    env = "TOOLMESH_TOOL_SELECTION"
+    _option(parser, "--tool-selection", env=env, default="bm25",
+            type=_one_of(SELECTION_METHODS, env), metavar="{" + ",".join(SELECTION_METHODS) + "}",
+            help="how each step picks the tools it shows the model: bm25 (the words of the "
+                 "question against each tool's name, description and arguments), embeddings "
+                 "(bm25 fused with the LLM server's /v1/embeddings, where it has them), off: "
+                 "every tool")
+    env = "TOOLMESH_TOOL_BUDGET"
+    _option(parser, "--tool-budget", env=env, default=str(DEFAULT_BUDGET),
+            type=_number(int, env), metavar="TOKENS",
+            help="prompt tokens (estimated) the tools of one step may take; beyond, the "
+                 "best-matching ones")
+    env = "TOOLMESH_TOOL_RELEVANCE"
+    _option(parser, "--tool-relevance", env=env, default=str(DEFAULT_RELEVANCE),
+            type=_number(float, env), metavar="SHARE",
+            help="when some tool matches the question's words, show only those scoring at "
+                 "least this share of the best; 0: every tool that fits the budget")
+    env = "TOOLMESH_FIND_TOOLS"
+    _option(parser, "--find-tools", env=env, default="auto", type=_one_of(FIND_TOOLS, env),
+            metavar="{" + ",".join(FIND_TOOLS) + "}",
+            help="offer the find-tools meta-tool when a step leaves tools out: auto (to "
+                 "native tool calling only), on, off")
+    env = "TOOLMESH_CHOICE_STEPS"
+    steps = _one_of(("1", "2"), env)
+    _option(parser, "--choice-steps", env=env, default="1", type=lambda t: int(steps(t)),
+            metavar="{1,2}",
+            help="json tool calling: ask for the tool and its arguments in one reply (1) or "
+                 "the tool first, then its arguments (2)")
+    env = "TOOLMESH_ARGUMENT_VALUES"
+    _option(parser, "--argument-values", env=env, default="dialog",
+            type=_one_of(("dialog", "any"), env), metavar="{dialog,any}",
+            help="json tool calling: a free string or number argument must be words or a "
+                 "number of the question or a result (dialog), or may be anything (any)")
+    env = "TOOLMESH_MAX_ANSWER_TOKENS"
+    _option(parser, "--max-answer-tokens", env=env, default="0", type=_number(int, env),
+            metavar="N",
+            help="tokens a final answer may take (a step that calls tools is bound by "
+                 "--max-step-tokens); 0: the model's limit")
 
 
 def choice_options(args: argparse.Namespace) -> dict[str, Any]:
