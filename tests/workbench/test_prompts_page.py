@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -60,11 +61,19 @@ async def test_edit_preview_with_variables_then_save(page: Page, workbench: Work
     await page.get_by_role("status").filter(has_text="Saved prompt/template.greet.").wait_for()
     assert await workbench.stored("prompt", "template.greet") == {
         "prompt": "Hi {{ name }} from {{ place }}!", "response-type": "json", "system": "Own system."}
-    # the prompt service serves the saved template
-    status, body = await post(workbench.served, "api/v1/flow/default/service/prompt", {
-        "operation": "render", "id": "greet", "variables": {"name": "B", "place": "C"}},
-        workbench.token)
-    assert (status, body["system"], body["prompt"]) == (200, "Own system.", "Hi B from C!"), body
+    # the prompt service serves the saved template once the config push reaches it (pushes
+    # are asynchronous: the render may come first and be answered from the old template)
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        status, body = await post(workbench.served, "api/v1/flow/default/service/prompt", {
+            "operation": "render", "id": "greet", "variables": {"name": "B", "place": "C"}},
+            workbench.token)
+        got = (status, body.get("system"), body.get("prompt"))
+        if got == (200, "Own system.", "Hi B from C!") \
+                or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert got == (200, "Own system.", "Hi B from C!"), body
 
 
 async def test_a_syntax_error_is_shown_beside_the_prompt_and_not_saved(
