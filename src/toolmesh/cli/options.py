@@ -389,6 +389,12 @@ def add_agent(parser: argparse.ArgumentParser) -> None:
     add_choice(parser)
     add_step_temperature(parser)
     add_dialogs(parser)
+    add_approval(parser)
+
+
+def add_approval(parser: argparse.ArgumentParser) -> None:
+    """The operator's default approval policy: the agent's, and the gateway's for its direct
+    routes (give both the same; ``toolmesh serve`` does)."""
     approval = os.environ.get("TOOLMESH_APPROVAL", "never")
     parser.add_argument("--approval", choices=APPROVAL_CHOICES,
                         default=approval if approval in APPROVAL_CHOICES else "never",

@@ -97,7 +97,8 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
     "config": ("the config service and its store (SQLite or PostgreSQL)",
                (options.add_config_store, options.add_mcp_stdio)),
     "gateway": ("the HTTP/WebSocket gateway (TrustGraph's /api/v1)",
-                (options.add_gateway, options.add_deadlines, options.add_mcp_addresses)),
+                (options.add_gateway, options.add_deadlines, options.add_mcp_addresses,
+                 options.add_approval)),
     "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_tool_calling,
                                             options.add_streaming,
                                             options.add_flow, _agent_announcements)),
@@ -166,6 +167,7 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
                           allow_hosts=tuple(args.allow_host), insecure=args.insecure,
                           announcements=not getattr(args, "no_announcements", False),
                           mcp_addresses=mcp_addresses(args),
+                          approval=getattr(args, "approval", "never"),
                           workbench=not args.no_workbench)
 
 

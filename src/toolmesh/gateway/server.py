@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from toolmesh import json_codec
+from toolmesh.approvals.policy import Policy
 from toolmesh.bus.base import Bus
 from toolmesh.config.client import ConfigClient
 from toolmesh.config.service import (
@@ -37,9 +38,10 @@ from toolmesh.config.service import (
     DEFAULT_WORKSPACE,
 )
 from toolmesh.errors import RequestError, RequestTimeout, ToolmeshError
-from toolmesh.gateway.access import IDENTITY, AccessPolicy, check_exposure
+from toolmesh.gateway.access import IDENTITY, AccessPolicy, check_exposure, request_workspace
 from toolmesh.gateway.auth import Auth, Identity
 from toolmesh.gateway.bounds import BodyBudget, Bounds, CappedSite
+from toolmesh.gateway.call_approval import CallApproval, describe_through
 from toolmesh.gateway.deadlines import Deadlines, hint
 from toolmesh.gateway.endpoints import (
     BusEndpoint,
@@ -92,6 +94,7 @@ ERROR_STATUS: dict[str, int] = {
     "bad-request": 400,
     "auth-failed": 401,
     "forbidden": 403,
+    "approval-required": 403,
     "unknown-flow": 404,
     "unknown-service": 404,
     "too-many-requests": 429,
@@ -134,6 +137,9 @@ class GatewayOptions:
     workbench: bool = True
     #: where ``mcp`` items put through the gateway may point (:mod:`toolmesh.mcp.addresses`)
     mcp_addresses: AddressPolicy = DEFAULT_POLICY
+    #: the operator's default approval policy (``--approval``), as the agent's: the direct
+    #: routes refuse what a dialog would ask a person about (:mod:`.call_approval`)
+    approval: Policy = "never"
 
 
 #: how much longer than the services' drain the gateway waits for their last answers
@@ -180,8 +186,9 @@ class Gateway:
         self.add(FlowEndpoint(bus, "agent", request_queue="request:tg:agent:{flow}",
                               response_queue="response:tg:agent:{flow}",
                               is_final=agent_is_final))
-        self.add(FlowEndpoint(bus, "mcp-tool", request_queue="request:tg:mcp-tool:{flow}",
-                              response_queue="response:tg:mcp-tool:{flow}"))
+        mcp_tools = FlowEndpoint(bus, "mcp-tool", request_queue="request:tg:mcp-tool:{flow}",
+                                 response_queue="response:tg:mcp-tool:{flow}")
+        self.add(mcp_tools)
         # the agent's tools and whether each is offered (answered by the agent process)
         self.add(FlowEndpoint(bus, "agent-tools", request_queue="request:tg:agent-tools:{flow}",
                               response_queue="response:tg:agent-tools:{flow}", part="agent"))
@@ -208,6 +215,11 @@ class Gateway:
         self._config = ConfigClient(bus, timeout=options.deadlines.of("config"),
                                     when_no_consumer="fail", hint=hint("config"))
         self.flows = FlowRegistry(bus, self._config)
+        # a call a person must approve runs on no route without them (docs/approvals.md)
+        self.call_approval = CallApproval(config=self._config, cache=tool_services.descriptors,
+                                          describe=describe_through(mcp_tools),
+                                          default=options.approval,
+                                          announced=tool_services.announced_tools)
         self.add(FlowService(self.flows, self._config))
         self.add(LibrarianService())
         self.add(TokenService(self.tokens))
@@ -489,6 +501,9 @@ class Gateway:
         with deadline.handling(timeout):
             if endpoint.per_flow:
                 await self.flows.check(workspace, flow)
+            request = await self.call_approval.admit(
+                endpoint.name, request, workspace=request_workspace(request, workspace),
+                flow=flow, caller=caller)
             scope = asyncio.timeout(timeout)
             loop = asyncio.get_running_loop()
             try:

@@ -191,6 +191,13 @@ class ToolServiceEndpoint:
         await self.descriptors.stop()
         await self._config.stop()
 
+    def announced_tools(self, workspace: str) -> list[tuple[str, Any]]:
+        """``(key, tool item)`` of every tool the live services of ``workspace`` announce."""
+        if self.registry is None:
+            return []
+        return [(key, dict(item)) for announcement in self.registry.offered(workspace).values()
+                for key, item in announcement.tools.items()]
+
     def saw_config_version(self, response: Mapping[str, Any]) -> None:
         """Note the ``version`` of a config response the gateway passed on (see the class)."""
         self.descriptors.saw(response.get("version"))
