@@ -21,6 +21,7 @@ from tests.gateway.test_approvals_route import Mailer, offered
 from tests.gateway.test_scoped_tokens import ADMIN, create, post
 from tests.mcp.servers import ServerProcess, running_server
 from tests.mcp_endpoint.test_mcp_approval import Person, session
+from tests.processes import run_toolmesh
 from tests.servers import Served, toolmesh_serve
 from toolmesh.bus.memory import MemoryBus
 from toolmesh.gateway import Gateway
@@ -162,12 +163,23 @@ async def mcp_endpoint(d: Deployment) -> None:
     assert mute.asked == []
 
 
+async def command_lines(d: Deployment) -> None:
+    """The CLI's faces of the direct routes say why, in one line, and run nothing."""
+    u = ["-u", d.served.url, "-t", d.invoker]
+    for args in (("tool-service", "invoke", "mailer", "-a", '{"to": "bob"}', *u),
+                 ("tool-service", "invoke", "mailer", "-a", '{"to": "bob"}', "--stream", *u),
+                 ("mcp", "invoke", "rm-always", "-P", '{"path": "/f"}', *u)):
+        code, out, err = await run_toolmesh(*args)
+        assert code == 1 and "waits for a person's approval" in err, (args, out, err)
+        assert "Traceback" not in err, err
+
+
 #: every way to run a tool, and how each is tried (the route names of call_approval plus the
 #: faces that go through the agent)
 PROBES: dict[str, Callable[[Deployment], Awaitable[None]]] = {
     "tool-service": rest_tool_service, "tool-service (socket)": socket_tool_service,
     "mcp-tool": rest_mcp_tool, "mcp-tool (socket)": socket_mcp_tool,
-    "agent": dialog, "/mcp": mcp_endpoint,
+    "agent": dialog, "/mcp": mcp_endpoint, "tool-service (command line)": command_lines,
 }
 
 
