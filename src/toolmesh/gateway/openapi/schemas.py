@@ -461,6 +461,12 @@ def text_completion_schemas() -> dict[str, Schema]:
     }
 
 
+#: a direct call's own approval, for a call whose policy asks a person (docs/approvals.md)
+APPROVED = text("the digest of this exact call, sent by a token that may `approve`, for a "
+                "call whose approval policy asks a person (without it such a call is refused "
+                "403 `approval-required`, which names the digest)")
+
+
 def mcp_tool_schemas() -> dict[str, Schema]:
     return {
         "McpToolRequest": {
@@ -468,6 +474,7 @@ def mcp_tool_schemas() -> dict[str, Schema]:
             "properties": {
                 "name": text("the id of an `mcp` config item", minLength=1),
                 "parameters": _object_or_jsontext("the tool's arguments"),
+                "approved": APPROVED,
                 "operation": {"enum": ["invoke", "call", "describe", "list-tools"],
                               "default": "invoke",
                               "description": "`describe` answers `object` = the JSON text of "
@@ -514,6 +521,7 @@ def tool_service_schemas() -> dict[str, Schema]:
                 "id": text("the key of a `tool-service` config item", minLength=1),
                 "config": _object_or_jsontext("the tool's config (its config-params)"),
                 "arguments": _object_or_jsontext("the call's arguments"),
+                "approved": APPROVED,
                 "user": text("the user the call runs for (default `trustgraph`)"),
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
                             "description": "seconds to wait for the service (default 60; at "
