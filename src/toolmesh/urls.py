@@ -10,10 +10,11 @@ to recognise a masked URL sent back unchanged).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import unquote_plus, urlsplit
 
-__all__ = ["MASK", "is_secret_name", "mask_url", "url_has_secret"]
+__all__ = ["MASK", "is_loopback", "is_secret_name", "mask_url", "url_has_secret"]
 
 MASK = "***"
 
@@ -82,3 +83,14 @@ def mask_urls_in(text: str) -> str:
     if "://" not in text:
         return text
     return URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` only accepts connections from this machine."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False

@@ -26,7 +26,6 @@ Listening beyond loopback without a token, or with a weak one, is refused at sta
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from toolmesh.gateway.scopes import need
 from toolmesh.gateway.throttle import Throttled
 from toolmesh.gateway.token_strength import SUGGESTION, weakness
 from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy, AddressRefused
+from toolmesh.urls import is_loopback
 from toolmesh.web.routes import is_page_path
 
 log = logging.getLogger("toolmesh.gateway.access")
@@ -92,17 +92,6 @@ def request_workspace(request: dict[str, Any], workspace: str) -> str:
     a string is refused by the services, or (``flow``) ignored for the header's."""
     named = request.get("workspace")
     return named if isinstance(named, str) and named else workspace
-
-
-def is_loopback(host: str) -> bool:
-    """Whether listening on ``host`` only accepts connections from this machine."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def check_exposure(*, host: str, token: str | None, insecure: bool) -> None:

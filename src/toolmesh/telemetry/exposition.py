@@ -58,7 +58,7 @@ class MetricsServer:
     :func:`toolmesh.runtime.serve` can run. ``port=0`` picks a free port (see ``url``)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int, token: str | None = None) -> None:
-        from toolmesh.gateway.access import is_loopback
+        from toolmesh.urls import is_loopback
 
         if token is None and not is_loopback(host):
             raise MetricsError(
