@@ -178,16 +178,43 @@ def test_a_throttled_address_may_try_again_once_its_bucket_refills() -> None:
     now = [0.0]
     throttle = AuthThrottle(rate=2, burst=3, max_addresses=8, clock=lambda: now[0])
     for _ in range(3):
-        throttle.take("10.0.0.1")
+        throttle.failed(throttle.check("10.0.0.1"))
     with pytest.raises(Throttled) as refused:
-        throttle.take("10.0.0.1")
+        throttle.check("10.0.0.1")
     assert refused.value.retry_after == pytest.approx(0.5)
     assert refused.value.retry_after_header == "1"
-    throttle.take("10.0.0.2")  # another address: its own bucket
+    throttle.check("10.0.0.2")  # another address: its own bucket
     now[0] = 0.5
-    throttle.take("10.0.0.1")
+    throttle.failed(throttle.check("10.0.0.1"))
     # IPv6 addresses count by their /64: a host cannot rotate its way out
     for suffix in ("1", "2", "3"):
-        throttle.take(f"2001:db8::{suffix}")
+        throttle.failed(throttle.check(f"2001:db8::{suffix}"))
     with pytest.raises(Throttled):
-        throttle.take("2001:db8::ffff")
+        throttle.check("2001:db8::ffff")
+
+
+def test_only_wrong_tokens_are_charged_and_waiting_checks_of_unknown_ids_hold_one() -> None:
+    now = [0.0]
+    throttle = AuthThrottle(rate=2, burst=3, max_addresses=8, clock=lambda: now[0])
+    # right tokens, however many and however concurrent, cost nothing and leave nothing
+    keys = [throttle.check("10.0.0.1") for _ in range(100)]
+    assert set(keys) == {"10.0.0.1"} and len(throttle) == 0
+    # a check that waits for an unknown id holds an attempt: three at once are the burst
+    with throttle.holding("10.0.0.1"), throttle.holding("10.0.0.1"), \
+            throttle.holding("10.0.0.1"):
+        with pytest.raises(Throttled):
+            throttle.check("10.0.0.1")  # the right token too: refused unchecked
+    key = throttle.check("10.0.0.1")  # given back: nothing was charged
+    # checks that all waited for the token table, then are compared one at a time: the
+    # address is looked at again before each, so at most the burst of them are compared
+    compared = 0
+    for _ in range(5):
+        try:
+            throttle.recheck(key)
+        except Throttled:
+            continue
+        compared += 1
+        throttle.failed(key)  # each was wrong
+    assert compared == 3
+    now[0] = 0.5
+    throttle.check("10.0.0.1")

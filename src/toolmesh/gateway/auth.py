@@ -8,12 +8,14 @@
 
 Comparisons take the same time whatever the token holds (see :mod:`toolmesh.config.tokens`).
 Every token presented from a network address passes the failed-auth throttle first
-(:mod:`toolmesh.gateway.throttle`): guessing is slowed wherever it is tried, REST or WebSocket.
+(:mod:`toolmesh.gateway.throttle`): guessing is slowed wherever it is tried, REST or WebSocket,
+and only a token found wrong is charged to its address.
 """
 
 from __future__ import annotations
 
 import hmac
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -57,11 +59,40 @@ LOCAL = Identity(id="local", capabilities=frozenset(CAPABILITIES), workspaces=No
                  name="no gateway token set: every local caller")
 
 
+class Attempt:
+    """One token presented from one address, as its lookup tells the throttle what it waits
+    for (:mod:`toolmesh.gateway.throttle`); this base, for callers not throttled, does
+    nothing."""
+
+    def waiting_for_id(self) -> AbstractContextManager[object]:
+        """Entered while the lookup waits for the table to be reloaded for an id it lacks."""
+        return nullcontext()
+
+    def waited(self) -> None:
+        """Called once the lookup waited for the table, before the token is compared."""
+
+
+class _Throttled(Attempt):
+    def __init__(self, throttle: AuthThrottle, key: str | None) -> None:
+        self._throttle = throttle
+        self._key = key
+
+    def waiting_for_id(self) -> AbstractContextManager[object]:
+        return self._throttle.holding(self._key)
+
+    def waited(self) -> None:
+        self._throttle.recheck(self._key)
+
+
+UNTHROTTLED = Attempt()
+
+
 class TokenLookup(Protocol):
     """Where scoped tokens are checked (:class:`~toolmesh.gateway.tokens.TokenRegistry`)."""
 
-    async def identify(self, token: str) -> Identity | None:
-        """The identity of a scoped token, ``None`` if it is not (or no longer) valid."""
+    async def identify(self, token: str, *, attempt: Attempt = UNTHROTTLED) -> Identity | None:
+        """The identity of a scoped token, ``None`` if it is not (or no longer) valid;
+        ``attempt`` hears of every wait."""
         ...
 
     async def current(self, identity: Identity) -> Identity | None:
@@ -99,23 +130,20 @@ class Auth:
         :class:`~toolmesh.gateway.throttle.Throttled` when ``peer`` sent too many wrong ones."""
         if not token or self.throttle is None:
             return await self._check(token)
-        attempt = self.throttle.take(peer)
-        try:
-            identity = await self._check(token)
-        except BaseException:  # a token that could not be checked costs no attempt
-            self.throttle.give_back(attempt)
-            raise
-        if identity is not None:  # nor does a right one
-            self.throttle.give_back(attempt)
-        else:
-            self.throttle.failed(attempt)
+        key = self.throttle.check(peer)  # a throttled address: refused before any check
+        # a token that could not be checked (the table would not load) costs nothing, nor
+        # does a right one; a check in progress holds nothing but for an unknown id
+        identity = await self._check(token, attempt=_Throttled(self.throttle, key))
+        if identity is None:
+            self.throttle.failed(key)
         return identity
 
-    async def _check(self, token: str | None) -> Identity | None:
+    async def _check(self, token: str | None, *,
+                     attempt: Attempt = UNTHROTTLED) -> Identity | None:
         if self._token is not None and token and self.accepts(token):
             return ADMIN
         if token and looks_scoped(token) and self._tokens is not None:
-            return await self._tokens.identify(token)
+            return await self._tokens.identify(token, attempt=attempt)
         return None if self._token is not None else LOCAL
 
     async def current(self, identity: Identity) -> Identity | None:

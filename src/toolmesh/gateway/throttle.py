@@ -2,26 +2,36 @@
 
 A guesser is slowed wherever it guesses: each client address (an IPv6 one by its /64, which one
 machine usually holds whole) has a token bucket of ``burst`` wrong tokens that refills at
-``rate`` a second. Every token presented takes one from its address's bucket before it is
-checked and a right one gives it back, so concurrent guesses cannot all pass while the first is
-still being looked up. An empty bucket refuses every token its address presents — the right one
-too: a throttle that let the right token through would tell a guesser when it found it — with
-:class:`Throttled` (HTTP 429 with ``Retry-After``; on the WebSocket an ``auth-failed`` frame and
-a close with the reason) until the bucket refills.
+``rate`` a second. Only a token found wrong is charged: a right one costs nothing, and neither
+does a check still in progress, so clients that open many connections at once (a connection
+pool, a reverse proxy that is one address for everyone, clients reconnecting together) are
+never refused for being many. An empty bucket refuses every token its address presents without
+checking it — the right one too: a throttle that let the right token through would tell a
+guesser when it found it — with :class:`Throttled` (HTTP 429 with ``Retry-After``; on the
+WebSocket an ``auth-failed`` frame and a close with the reason) until the bucket refills.
 
-At most ``max_addresses`` addresses are remembered (least recently used dropped first, when a
-wrong token needs the room; beyond it only while tokens are being checked), and an address
-whose bucket is full again is forgotten, so the table stays bounded whatever addresses clients
-come from, and right tokens never push a guesser out.
+Checks do not wait while the token table is warm (:mod:`.tokens` keeps it so), so a burst of
+guesses is checked one at a time, each charged before the next is looked at. A check that does
+wait holds nothing while it waits for the table (its first load, a load after tokens changed),
+and its address is looked at again before its token is compared (:meth:`AuthThrottle.recheck`),
+so guesses that waited together are still compared at most a burst of them; one whose token
+names an id the table lacks holds one of its address's attempts while the table is reloaded
+for it (:meth:`AuthThrottle.holding`: made-up tokens cannot pile up behind the reload).
+
+At most ``max_addresses`` addresses are remembered (least recently used dropped first when a
+wrong token needs the room), and an address whose bucket is full again is forgotten, so the
+table stays bounded whatever addresses clients come from, and right tokens never push a guesser
+out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from toolmesh.errors import ToolmeshError
 from toolmesh.gateway.bounds import Bounds
@@ -68,52 +78,82 @@ class AuthThrottle:
         self.burst = float(burst)
         self.max_addresses = max_addresses
         self._clock = clock
-        #: address → [tokens left, when they were counted]; only addresses below full
+        #: address → [attempts left, when they were counted]; only addresses below full
         self._buckets: OrderedDict[str, list[float]] = OrderedDict()
+        #: address → checks holding an attempt while they wait (:meth:`holding`)
+        self._held: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._buckets)
 
-    def take(self, address: str | None) -> str | None:
-        """Take one attempt from ``address``'s bucket before its token is checked; the key to
-        :meth:`give_back` when the token was right. :class:`Throttled` when none is left."""
+    def check(self, address: str | None) -> str | None:
+        """Before ``address``'s token is checked: the key to charge (:meth:`failed`) if it is
+        wrong, or :class:`Throttled` when none of its attempts is left. Takes nothing."""
         key = address_key(address)
-        if key is None:  # not a network peer (a Unix socket, a test transport)
-            return None
-        now = self._clock()
-        bucket = self._buckets.get(key)
-        if bucket is None:  # room is made only once it failed (a right token evicts nothing)
-            self._buckets[key] = [self.burst - 1, now]
-            return key
-        left = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
-        bucket[1] = now
-        self._buckets.move_to_end(key)
+        if key is not None:  # None: not a network peer (a Unix socket, a test transport)
+            self.recheck(key)
+        return key
+
+    def recheck(self, key: str | None) -> None:
+        """After a check waited for the token table: :class:`Throttled` if ``key`` ran out of
+        attempts meanwhile (wrong tokens checked while it waited), before its token is
+        compared. Guesses that all waited together are so compared at most a burst of them."""
+        if key is None:
+            return
+        left = self._left(key) - self._held.get(key, 0)
         if left < 1:
-            bucket[0] = left
             wait = (1 - left) / self.rate
             raise Throttled(f"too many wrong tokens from this address (at most "
                             f"{self.burst:g} at once, then {self.rate:g} a second): every token "
                             f"it sends is refused for {wait:.1f} s more; check the token and "
                             "retry then", retry_after=wait)
-        bucket[0] = left - 1
-        return key
 
     def failed(self, key: str | None) -> None:
-        """The token taken for was wrong: its attempt stays spent, and the least recently
-        used addresses beyond ``max_addresses`` are forgotten."""
-        while len(self._buckets) > self.max_addresses:
-            self._buckets.popitem(last=False)
-
-    def give_back(self, key: str | None) -> None:
-        """The token taken for was right: return its attempt (a full bucket is forgotten)."""
+        """The token checked for ``key`` was wrong: one attempt spent, and the least recently
+        used addresses beyond ``max_addresses`` forgotten."""
         if key is None:
             return
         bucket = self._buckets.get(key)
         if bucket is None:
+            self._buckets[key] = [self.burst - 1, self._clock()]
+        else:
+            bucket[0] = self._left(key) - 1
+        while len(self._buckets) > self.max_addresses:
+            self._buckets.popitem(last=False)
+
+    @contextlib.contextmanager
+    def holding(self, key: str | None) -> Iterator[None]:
+        """Hold one of ``key``'s attempts while the block waits to check a token:
+        :class:`Throttled` (nothing held) when none is left. Given back after; charging a
+        wrong token is still :meth:`failed`'s."""
+        if key is None:
+            yield
             return
-        bucket[0] += 1
-        if bucket[0] >= self.burst:
+        self.recheck(key)
+        self._held[key] = self._held.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            held = self._held[key] - 1
+            if held:
+                self._held[key] = held
+            else:
+                del self._held[key]
+
+    def _left(self, key: str) -> float:
+        """Attempts ``key`` has now, refilled since last counted (a full bucket is forgotten:
+        an address that stopped failing leaves nothing behind)."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return self.burst
+        now = self._clock()
+        left = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
+        if left >= self.burst:
             del self._buckets[key]
+            return left
+        bucket[0], bucket[1] = left, now
+        self._buckets.move_to_end(key)
+        return left
 
 
 def throttle_of(bounds: Bounds) -> AuthThrottle | None:

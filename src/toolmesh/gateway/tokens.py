@@ -3,15 +3,20 @@
 
 **Checking.** :class:`TokenRegistry` holds the config service's token table (ids, digests and
 scopes; never a token) and checks a token against it locally — no bus call per request. The
-table is loaded at the first scoped token, and again:
+table is loaded at the first scoped token and then kept warm: it is reloaded in the background
+every ``refresh_after`` seconds (5) and when a lookup finds it that old, so a request never
+waits for a reload while the config service answers; only a table older than ``max_age`` (10,
+the bound if a push is ever lost and the config service stops answering) is not used. Lookups
+wait for a load — one load for all of them — only:
 
-* at once when this gateway revokes or creates a token (the ``token`` service below);
-* when a config push says tokens changed (the config service pushes after every change, and
-  every gateway gets the push: revocation through another gateway takes effect as soon as
-  the push arrives, milliseconds on a healthy bus);
-* when it is older than ``max_age`` seconds (10) — the bound if a push is ever lost;
+* before the first load, and when the table is past ``max_age``;
+* after this gateway revokes or creates a token (the ``token`` service below), and after a
+  config push says tokens changed (the config service pushes after every change, and every
+  gateway gets the push and starts the load at once: revocation through another gateway takes
+  effect as soon as the push arrives, milliseconds on a healthy bus);
 * when a token names an id the table lacks (at most once a second, so made-up tokens cannot
-  make the gateway hammer the config service).
+  make the gateway hammer the config service; the caller's address holds one of its
+  throttle's attempts meanwhile, :mod:`toolmesh.gateway.throttle`).
 
 A WebSocket authenticated with a scoped token is checked again at every request, so a revoked
 token stops working on open sockets too.
@@ -34,6 +39,7 @@ passwords and API keys are not modelled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -46,7 +52,7 @@ from toolmesh.config.service import CONFIG_PUSH_QUEUE
 from toolmesh.config.store.base import TOKEN_TYPE, StoredToken
 from toolmesh.config.tokens import from_wire, matches, token_id
 from toolmesh.errors import MalformedMessage, RequestError, ToolmeshError
-from toolmesh.gateway.auth import ADMIN, LOCAL, Identity
+from toolmesh.gateway.auth import ADMIN, LOCAL, UNTHROTTLED, Attempt, Identity
 
 log = logging.getLogger("toolmesh.gateway.tokens")
 
@@ -61,10 +67,13 @@ def identity_of(token: StoredToken) -> Identity:
 
 class TokenRegistry:
     """The token table, kept current (see the module docstring). ``clock``: seconds, for
-    ``max_age`` and ``miss_interval`` (tests give their own)."""
+    ``max_age``, ``refresh_after`` and ``miss_interval`` (tests give their own; the background
+    reload's timer runs on the event loop's clock). ``refresh_after``: half ``max_age`` unless
+    given."""
 
     def __init__(self, bus: Bus, *, timeout: float = 10.0, max_age: float = 10.0,
-                 miss_interval: float = 1.0, push_queue: str = CONFIG_PUSH_QUEUE,
+                 refresh_after: float | None = None, miss_interval: float = 1.0,
+                 push_queue: str = CONFIG_PUSH_QUEUE,
                  clock: Callable[[], float] = time.monotonic, **queues: str) -> None:
         self._bus = bus
         self._clock = clock
@@ -72,6 +81,7 @@ class TokenRegistry:
         self.config = ConfigClient(bus, timeout=timeout, when_no_consumer="fail",
                                    hint=CONFIG_HINT, **queues)
         self.max_age = max_age
+        self.refresh_after = max_age / 2 if refresh_after is None else refresh_after
         self.miss_interval = miss_interval
         self._push_queue = push_queue
         self._subscription: Subscription | None = None
@@ -80,37 +90,56 @@ class TokenRegistry:
         self._last_miss_load = float("-inf")
         #: bumped by every invalidation: a load started before one is not trusted after it
         self._generation = 0
-        self._loading: tuple[int, asyncio.Future[dict[str, StoredToken]]] | None = None
+        #: the load in progress and the generation it loads: one for every lookup
+        self._loading: tuple[int, asyncio.Task[dict[str, StoredToken]]] | None = None
+        #: the next background reload, once the table is in use
+        self._refresh: asyncio.TimerHandle | None = None
+        self._stopped = False
 
     async def start(self) -> None:
+        self._stopped = False
         await self.config.start()
         self._subscription = await self._bus.subscribe(
             self._push_queue, self._on_push, subscription="gateway-tokens", concurrency=1)
 
     async def stop(self) -> None:
+        self._stopped = True
+        if self._refresh is not None:
+            self._refresh.cancel()
+            self._refresh = None
         if self._subscription is not None:
             await self._subscription.close()
             self._subscription = None
         if self._loading is not None:
-            self._loading[1].cancel()
+            loading = self._loading[1]
             self._loading = None
+            loading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await loading
         await self.config.stop()
 
     # -- checking ---------------------------------------------------------------------
 
-    async def identify(self, token: str) -> Identity | None:
+    async def identify(self, token: str, *, attempt: Attempt = UNTHROTTLED) -> Identity | None:
         """The identity ``token`` stands for; ``None`` if it is not a valid scoped token.
-        :class:`RequestError` when the table cannot be loaded."""
+        :class:`RequestError` when the table cannot be loaded. ``attempt`` hears of every wait
+        (the failed-auth throttle: :mod:`toolmesh.gateway.throttle`)."""
         id = token_id(token)
         if id is None:
             return None
-        table = await self._table()
+        table = self._warm()
+        if table is None:
+            table = await self._load_for_lookup()
+            attempt.waited()
         stored = table.get(id)
         now = self._clock()
         if stored is None and now - self._last_miss_load >= self.miss_interval:
-            self._last_miss_load = now
-            self.invalidate()
-            stored = (await self._table()).get(id)
+            with attempt.waiting_for_id():
+                self._last_miss_load = now
+                # a load of its own (one begun before now may lack a token just made); other
+                # lookups go on with the table they have
+                self._generation += 1
+                stored = (await self._load_for_lookup()).get(id)
         return identity_of(stored) if matches(token, stored) else None
 
     async def current(self, identity: Identity) -> Identity | None:
@@ -142,20 +171,52 @@ class TokenRegistry:
         self.invalidate()
 
     async def _table(self) -> dict[str, StoredToken]:
-        if self._loaded_at is not None and self._clock() - self._loaded_at < self.max_age:
-            return self._tokens
-        if self._loading is None or self._loading[0] != self._generation:
-            # one load for every request that waits on it
-            self._loading = (self._generation, asyncio.ensure_future(self._load()))
-        generation, future = self._loading
-        try:
-            table = await asyncio.shield(future)
-        finally:
-            if future.done() and self._loading is not None and self._loading[1] is future:
-                self._loading = None
-        if generation == self._generation:
-            self._tokens, self._loaded_at = table, self._clock()
-        return table
+        table = self._warm()
+        return table if table is not None else await self._load_for_lookup()
+
+    def _warm(self) -> dict[str, StoredToken] | None:
+        """The table, if it may be used now (a reload started in the background when due);
+        ``None`` when a lookup must wait for a load."""
+        loaded = self._loaded_at
+        if loaded is None:
+            return None
+        age = self._clock() - loaded
+        if age >= self.max_age:
+            return None
+        if age >= self.refresh_after:
+            self._start_load()  # in the background: this lookup does not wait
+        return self._tokens
+
+    async def _load_for_lookup(self) -> dict[str, StoredToken]:
+        # shielded: a request that gives up does not cancel the load the others wait on
+        return await asyncio.shield(self._start_load())
+
+    def _start_load(self) -> asyncio.Task[dict[str, StoredToken]]:
+        """The load of the current generation: the one in progress, or a new one."""
+        if self._loading is not None and self._loading[0] == self._generation:
+            return self._loading[1]
+        generation = self._generation
+        task = asyncio.ensure_future(self._load())
+        self._loading = (generation, task)
+        task.add_done_callback(lambda done: self._loaded(generation, done))
+        return task
+
+    def _loaded(self, generation: int, task: asyncio.Task[dict[str, StoredToken]]) -> None:
+        if self._loading is not None and self._loading[1] is task:
+            self._loading = None
+        if task.cancelled():
+            return
+        error = task.exception()  # retrieved here: a background load has no one waiting
+        if error is not None:
+            log.debug("the token table could not be reloaded: %s", error)
+        elif generation == self._generation:
+            self._tokens, self._loaded_at = task.result(), self._clock()
+        if not self._stopped:
+            # reloaded while in use, so lookups find it fresh (a failed load is retried then)
+            if self._refresh is not None:
+                self._refresh.cancel()
+            self._refresh = asyncio.get_running_loop().call_later(
+                self.refresh_after, self._start_load)
 
     async def _load(self) -> dict[str, StoredToken]:
         response = await self.config.request({"operation": "token-table"})
@@ -171,12 +232,14 @@ class TokenRegistry:
         try:
             push = message.json()
         except MalformedMessage:
-            self.invalidate()
-            return
+            push = None
         changes = push.get("changes") if isinstance(push, dict) else None
         if not isinstance(changes, dict) or not changes or TOKEN_TYPE in changes:
-            # tokens changed, or a config service (re)started: load the table again
+            # tokens changed, or a config service (re)started: load the table again, now if
+            # it is in use (lookups meanwhile wait for this load, not for the old table)
             self.invalidate()
+            if self._refresh is not None:
+                self._start_load()
 
 
 def _error(type: str, message: str) -> dict[str, Any]:
