@@ -239,3 +239,13 @@ async def test_a_token_that_may_approve_says_yes_to_one_exact_call(tmp_path: Pat
                                   {**REMOVALS[1], "approved": digest})
         assert frame["response"].get("text") == "removed /b", frame
         assert await d.removed() == ["/b"]
+        # and from the command line, with the digest its refusal names
+        u = ["-u", d.served.url, "-t", d.approver]
+        code, out, err = await run_toolmesh("mcp", "invoke", "rm-always", "-P", '{"path": "/a"}',
+                                            *u)
+        assert code == 1 and "--approved sha256:" in err, err
+        digest = err.split("--approved ")[1].split()[0].rstrip(");")
+        code, out, err = await run_toolmesh("mcp", "invoke", "rm-always", "-P", '{"path": "/a"}',
+                                            "--approved", digest, *u)
+        assert (code, out.strip()) == (0, "removed /a"), err
+        assert await d.removed() == ["/b", "/a"]

@@ -25,7 +25,7 @@ class Decision:
 
     required: bool
     #: the policy that decided, as a user can find it (``tool/send says "approval":
-    #: "always"``, ``the operator's default (--approval always)``)
+    #: "always"``, ``the operator's default is --approval always``)
     why: str = ""
 
 
@@ -56,7 +56,7 @@ def _said(where: str, policy: Policy) -> str:
 
 def _default(default: Policy) -> Decision:
     return Decision(required=default == "always",
-                    why=f"the operator's default (--approval {default})")
+                    why=f"the operator's default is --approval {default}")
 
 
 def tool_service_call(service: str, tools: Iterable[tuple[str, Any]], *,

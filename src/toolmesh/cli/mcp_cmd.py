@@ -66,6 +66,10 @@ def add_parser(commands: Any) -> None:
     invoke.add_argument("name", help="the MCP tool (the key of its mcp config item)")
     add_parameter_flags(invoke)
     invoke.add_argument("-f", "--flow", default="default", help="flow (default: %(default)s)")
+    invoke.add_argument("--approved", metavar="DIGEST", default=None,
+                        help="approve this exact call yourself (your token needs 'approve'), "
+                             "for a tool whose approval policy asks a person; the refusal "
+                             "without it names the digest (docs/approvals.md)")
     invoke.add_argument("--timeout", type=positive_seconds, metavar="S",
                         help="seconds the call may take; each progress report of the MCP "
                              "server grants this much more (default: the mcp-tool service's)")
@@ -301,8 +305,10 @@ def parameters(args: argparse.Namespace) -> dict[str, Any]:
 def invoke(args: argparse.Namespace, flow: str, name: str, params: dict[str, Any]) -> Any:
     """Call the gateway's ``mcp-tool`` service; return its ``text`` (a string) or ``object``."""
     client = GatewayClient(args.url, token=args.token)
-    response = client.post(f"api/v1/flow/{flow}/service/mcp-tool",
-                           {"workspace": args.workspace, "name": name, "parameters": params})
+    request = {"workspace": args.workspace, "name": name, "parameters": params}
+    if getattr(args, "approved", None):
+        request["approved"] = args.approved
+    response = client.post(f"api/v1/flow/{flow}/service/mcp-tool", request)
     if "text" in response:
         return response["text"]
     if "object" in response:
@@ -318,6 +324,8 @@ async def invoke_watching(args: argparse.Namespace, name: str, params: dict[str,
     from toolmesh.mcp.progress import Progress
 
     request: dict[str, Any] = {"name": name, "parameters": params, "progress": True}
+    if getattr(args, "approved", None):
+        request["approved"] = args.approved
     if args.timeout is not None:
         request["timeout"] = args.timeout
     if args.max_timeout is not None:

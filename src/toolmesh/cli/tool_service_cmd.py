@@ -39,6 +39,10 @@ def add_parser(commands: Any) -> None:
     invoke.add_argument("-a", "--arguments", metavar="JSON", default=None,
                         help="the arguments, one JSON object (default {})")
     invoke.add_argument("--user", default=None, help="the user the call runs for")
+    invoke.add_argument("--approved", metavar="DIGEST", default=None,
+                        help="approve this exact call yourself (your token needs 'approve'), "
+                             "for a call whose approval policy asks a person; the refusal "
+                             "without it names the digest (docs/approvals.md)")
     invoke.add_argument("-f", "--flow", default="default", help="flow (default: %(default)s)")
     invoke.add_argument("-s", "--stream", action="store_true",
                         help="print the answer piece by piece as it streams (WebSocket)")
@@ -128,6 +132,8 @@ def call_request(args: argparse.Namespace) -> dict[str, Any]:
         "timeout": args.timeout, "streaming": args.stream}
     if args.user:
         request["user"] = args.user
+    if args.approved:
+        request["approved"] = args.approved
     return request
 
 

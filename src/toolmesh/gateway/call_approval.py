@@ -141,8 +141,9 @@ class CallApproval:
                 "a token that may 'approve' in this workspace")
         if approved is None:
             raise ApprovalRequired(
-                f"{asks}: send \"approved\": \"{digest}\" with this very request to approve "
-                "it yourself (your token may 'approve'), or call it through the agent")
+                f"{asks}: to approve it yourself (you may 'approve'), send this very request "
+                f"again with \"approved\": \"{digest}\" (the CLI: --approved {digest}); or "
+                "call it through the agent")
         raise ApprovalRequired(f"{asks}: 'approved' is not the digest of this call (it is "
                                f"{digest}); an approval covers one exact call")
 
