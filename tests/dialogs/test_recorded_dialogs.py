@@ -34,7 +34,10 @@ ACT = 'Thought: it must be sent\nAction: send\nArgs: {"to": "bob"}'
 class Mailer(DynamicToolService):
     """Sends a mail once per idempotency key, as a tool that acts on the world should; counts
     every attempt and every mail. ``hold``: attempts (to those recipients; ``True``: to
-    anyone) wait until the gate opens."""
+    anyone) wait until the gate opens. Every delivery runs (no dedupe by the SDK): these
+    tests count the agent's attempts (tests/tools/test_dedupe_service.py, the SDK's)."""
+
+    dedupe_calls = False
 
     def __init__(self, *args: Any, hold: bool | set[str] = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

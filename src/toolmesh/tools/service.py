@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 import types
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
+from toolmesh import json_codec
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus
+from toolmesh.errors import ServiceError
 from toolmesh.registry.announcer import Announcer, announcement
 from toolmesh.registry.wire import (
     ANNOUNCEMENT_QUEUE,
@@ -19,10 +23,22 @@ from toolmesh.registry.wire import (
     PROBE_QUEUE,
     Announcement,
 )
-from toolmesh.rpc.service import Reply, Service
+from toolmesh.rpc import deadline
+from toolmesh.rpc.service import Reply, Service, current_request_id
 from toolmesh.schema import tool_service as wire
+from toolmesh.tools.dedupe import (
+    Claimed,
+    DedupeError,
+    DedupeStore,
+    Kept,
+    MemoryDedupe,
+    Reused,
+)
+from toolmesh.tools.dedupe.store import DEFAULT_LEASE, entry_key, fingerprint
 from toolmesh.tools.definition import ToolServiceDefinition
 from toolmesh.tools.queues import resolve_queues
+
+log = logging.getLogger("toolmesh.tools")
 
 _call_key: ContextVar[str | None] = ContextVar("toolmesh_call_key", default=None)
 
@@ -57,11 +73,25 @@ class DynamicToolService(Service):
     (then ``toolmesh tool-service register MODULE:CLASS`` writes its config items);
     ``announce_ttl``: seconds agents keep it without a heartbeat (it beats every third);
     ``announcement_queue``/``probe_queue``: where it announces (one broker, several meshes).
+
+    **Each call once** (docs/tool-services.md): a call that carries an idempotency key runs
+    once per key — a repeat (the broker delivering the request again, an agent taken up after
+    a crash, a client retrying) gets the responses the first run sent, and a repeat that
+    comes while the first still runs waits for it. ``dedupe``: where the completed calls are
+    kept — ``True`` (the default, unless the class sets :attr:`dedupe_calls` to ``False``):
+    this process's memory (:class:`~toolmesh.tools.dedupe.MemoryDedupe`); a
+    :class:`~toolmesh.tools.dedupe.DedupeStore` shared by the replicas (e.g.
+    :class:`~toolmesh.tools.dedupe.postgres.PostgresDedupe`; opened at :meth:`start`, closed
+    by whoever made it); ``False``: every delivery runs.
     """
 
     error_type = "tool-service-error"
     #: the service's descriptor and tools (see :mod:`toolmesh.tools.definition`)
     definition: ClassVar[ToolServiceDefinition | None] = None
+    #: whether calls are run once per idempotency key unless ``dedupe`` says otherwise: a
+    #: service whose calls are harmless to repeat, or whose results are too big to keep, may
+    #: set ``False``
+    dedupe_calls: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -77,6 +107,7 @@ class DynamicToolService(Service):
         announce_ttl: float = DEFAULT_TTL,
         announcement_queue: str = ANNOUNCEMENT_QUEUE,
         probe_queue: str = PROBE_QUEUE,
+        dedupe: DedupeStore | bool | None = None,
     ) -> None:
         definition = self.definition
         if definition is not None and topic is None and request_queue is None \
@@ -97,9 +128,19 @@ class DynamicToolService(Service):
         self._queues = (req, resp)
         self._announcement_queues = (announcement_queue, probe_queue)
         self.announcer: Announcer | None = None
+        if dedupe is None:
+            dedupe = self.dedupe_calls
+        if not isinstance(dedupe, (bool, DedupeStore)):
+            raise TypeError(f"dedupe must be True, False or a DedupeStore, not {dedupe!r}")
+        #: where completed calls are kept by key (``None``: every delivery runs)
+        self.dedupe: DedupeStore | None = (MemoryDedupe() if dedupe is True
+                                           else None if dedupe is False else dedupe)
+        self._owns_dedupe = dedupe is True
 
     async def start(self) -> None:
         """Serve, then announce (the tools are offered once someone consumes their queue)."""
+        if self.dedupe is not None:
+            await self.dedupe.open()
         await super().start()
         if self.announce and self.announcer is None:
             queue, probe_queue = self._announcement_queues
@@ -113,6 +154,8 @@ class DynamicToolService(Service):
         if announcer is not None:
             await announcer.stop()
         await super().stop()
+        if self.dedupe is not None and self._owns_dedupe:
+            await self.dedupe.close()
 
     def announcement(self) -> Announcement:
         """What this instance announces: its definition's items with its own id and queues
@@ -142,22 +185,115 @@ class DynamicToolService(Service):
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         user, config, arguments = wire.parse_request(request)
         key = request.get(wire.IDEMPOTENCY_KEY)
-        token = _call_key.set(key if isinstance(key, str) and key else None)
+        key = key if isinstance(key, str) and key else None
+        token = _call_key.set(key)
         try:
-            await self._answer(user, config, arguments, reply)
+            # a call without a key is still the same call on every delivery of its request
+            # (a caller that knows no keys: TrustGraph's agent, a plain client)
+            request_id = current_request_id()
+            once = key if key is not None else \
+                None if request_id is None else f"request:{request_id}"
+            if once is None or self.dedupe is None:
+                await self._answer(user, config, arguments, reply, reply)
+            else:
+                workspace = request.get("workspace")
+                await self.__answer_once(self.dedupe, once,
+                                 workspace if isinstance(workspace, str) else None,
+                                 user, config, arguments, reply)
         finally:
             _call_key.reset(token)
 
     async def _answer(self, user: str, config: dict[str, Any], arguments: dict[str, Any],
-                      reply: Reply) -> None:
+                      send: Reply, last: Reply) -> None:
+        """Run :meth:`invoke`: each piece of a streamed answer goes to ``send``, the final
+        response to ``last``."""
         result = self.invoke(user, config, arguments)
         if isinstance(result, types.CoroutineType):  # an async def invoke(), the usual kind
             result = await result
         elif inspect.isasyncgen(result):
             async for piece in result:
-                await reply(wire.response(wire.observation(piece), end_of_stream=False))
-            await reply(wire.response("", end_of_stream=True))
+                await send(wire.response(wire.observation(piece), end_of_stream=False))
+            await last(wire.response("", end_of_stream=True))
             return
         elif inspect.isawaitable(result):
             result = await result
-        await reply(wire.response(wire.observation(result)))
+        await last(wire.response(wire.observation(result)))
+
+    async def __answer_once(self, store: DedupeStore, key: str, workspace: str | None, user: str,
+                    config: dict[str, Any], arguments: dict[str, Any], reply: Reply) -> None:
+        """Answer a call with a key: run it if no run of the key completed (or runs now),
+        else send what that run sent."""
+        remaining = deadline.remaining()
+        lease = DEFAULT_LEASE if remaining is None else remaining + 1.0
+        try:
+            claim = await store.claim(entry_key(self.id, workspace, key),
+                                      fingerprint(user, config, arguments), lease=lease)
+        except DedupeError as e:
+            # refused rather than run unchecked: the call may have run already
+            raise ServiceError(f"tool service {self.id} cannot tell whether this call "
+                               f"(idempotency key {key!r}) already ran, so it does not run "
+                               f"it: {e.message}", type="dedupe-error") from None
+        if isinstance(claim, Reused):
+            raise ServiceError(f"the idempotency key {key!r} was used for another call of "
+                               f"tool service {self.id} (another user, config or arguments); "
+                               "send a new key with a new call", type="idempotency-key-reused")
+        if isinstance(claim, Kept):
+            if claim.responses is None:
+                raise ServiceError(
+                    f"this call (idempotency key {key!r}) already ran; its result "
+                    f"({claim.size} bytes) was bigger than tool service {self.id} keeps "
+                    f"({store.limits.max_result} bytes), so it is not sent again",
+                    type="already-ran")
+            for response in claim.responses:
+                await reply(response)
+            return
+        recording = _Recording(reply, limit=store.limits.max_result)
+
+        async def last(response: dict[str, Any]) -> None:
+            recording.keep(response)
+            try:  # the call ran: kept before it is answered, whatever comes next
+                await asyncio.shield(store.complete(
+                    claim, recording.responses, size=recording.size))
+            except DedupeError as e:
+                log.warning("tool service %s: the result of call %r was not kept (a repeat "
+                            "will run it again): %s", self.id, key, e.message)
+            await reply(response)
+
+        try:
+            await self._answer(user, config, arguments, recording.send, last)
+        except BaseException:
+            await asyncio.shield(self.__release(store, claim))
+            raise
+
+    async def __release(self, store: DedupeStore, claim: Claimed) -> None:
+        try:
+            await store.release(claim)
+        except DedupeError as e:
+            log.warning("tool service %s: a failed call's key was not released (a repeat "
+                        "waits until its lease runs out): %s", self.id, e.message)
+
+
+class _Recording:
+    """The responses of one run as they are sent, while they fit in ``limit`` bytes."""
+
+    __slots__ = ("_limit", "_reply", "responses", "size")
+
+    def __init__(self, reply: Reply, *, limit: int) -> None:
+        self._reply = reply
+        self._limit = limit
+        #: what was sent so far (``None``: more than ``limit`` bytes, not kept)
+        self.responses: list[dict[str, Any]] | None = []
+        #: bytes of the responses as JSON, with the list's brackets and commas
+        self.size = 1
+
+    def keep(self, response: dict[str, Any]) -> None:
+        self.size += len(json_codec.dumps(response)) + 1
+        if self.responses is not None:
+            if self.size > self._limit:
+                self.responses = None
+            else:
+                self.responses.append(response)
+
+    async def send(self, response: dict[str, Any]) -> None:
+        self.keep(response)
+        await self._reply(response)
