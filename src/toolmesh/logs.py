@@ -25,7 +25,10 @@ __all__ = ["Redactor", "configure_logging", "redact", "register_secret"]
 
 #: shorter values are not registered: masking them would garble ordinary words
 MIN_SECRET_LENGTH = 6
-QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "hpack")
+#: INFO of these is a line per request or per MCP session (the SDK's server logs each one it
+#: opens and ends, with its id: thousands of lines, and seconds of a SIGTERM, under a flood)
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "hpack",
+                 "mcp.server.streamable_http", "mcp.server.streamable_http_manager")
 
 _BEARER = re.compile(r"\b(Bearer|BEARER|bearer)\s+[A-Za-z0-9._~+/=\-]{8,}")
 _SCOPED_TOKEN = re.compile(r"\b(tmk_[0-9a-f]{12}_)[A-Za-z0-9_-]{8,}")

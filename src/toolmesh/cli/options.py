@@ -102,6 +102,17 @@ GATEWAY_BOUNDS = (
           "--auth-failure-burst; beyond, every token it sends gets 429"),
     Bound("--auth-failure-burst", "TOOLMESH_AUTH_FAILURE_BURST", int, 8,
           "wrong tokens one client address may send at once"),
+    # MCP sessions at /mcp (toolmesh.mcp_endpoint.session_table); 0: off
+    Bound("--token-mcp-sessions", "TOOLMESH_TOKEN_MCP_SESSIONS", int, 64,
+          "MCP sessions one scoped token may hold at /mcp; beyond, its oldest idle one is "
+          "ended, or with none idle the new one gets 429"),
+    Bound("--workspace-mcp-sessions", "TOOLMESH_WORKSPACE_MCP_SESSIONS", int, 256,
+          "MCP sessions the scoped tokens of one workspace may hold together; the same"),
+    Bound("--mcp-sessions", "TOOLMESH_MCP_SESSIONS", int, 2048,
+          "MCP sessions everyone together may hold (the gateway's own token included); "
+          "beyond, the oldest idle one is ended (a tenant's never the admin's), or 503"),
+    Bound("--mcp-session-idle", "TOOLMESH_MCP_SESSION_IDLE", float, 5,
+          "minutes an MCP session may go with no request in flight before it is ended"),
 )
 
 #: one per field of :class:`toolmesh.agent.loop.AgentOptions` that a flag sets

@@ -16,7 +16,10 @@ Whatever a client sends, the gateway's memory and connections stay bounded:
   and an authenticated one with no request for ``ws_idle_timeout`` seconds is closed (1001);
 * one tenant cannot hold the rest out: per-token and per-workspace connection quotas, a
   per-token quota of requests in flight and the admin's reserve (:mod:`.quotas`); wrong tokens
-  are throttled per client address (:mod:`.throttle`). 0 turns a quota or the throttle off.
+  are throttled per client address (:mod:`.throttle`). 0 turns a quota or the throttle off;
+* MCP sessions at ``/mcp`` are resources of their token: limited per token, per workspace
+  and in all, and ended after ``mcp_session_idle`` minutes idle
+  (:mod:`toolmesh.mcp_endpoint.session_table`).
 
 What a body costs once answered is :mod:`toolmesh.gateway.memory`'s business.
 """
@@ -63,6 +66,13 @@ class Bounds:
     auth_failure_burst: int = 8
     #: client addresses the throttle remembers (least recently used forgotten first)
     auth_throttle_addresses: int = 16_384
+    #: MCP sessions (``/mcp``) one scoped token, the scoped tokens of one workspace, and
+    #: everyone together may hold, and the minutes one may go idle
+    #: (:mod:`toolmesh.mcp_endpoint.session_table`)
+    token_mcp_sessions: int = 64
+    workspace_mcp_sessions: int = 256
+    mcp_sessions: int = 2048
+    mcp_session_idle: float = 5.0
 
 
 class BodyBudget:

@@ -344,8 +344,13 @@ class Gateway:
                                                     "the gateway is stopping"}}, status=503)
             if self.mcp is None:
                 from toolmesh.mcp_endpoint.endpoint import McpEndpoint
+                from toolmesh.mcp_endpoint.session_table import SessionLimits
 
-                endpoint = McpEndpoint(self.bus, max_body=self.options.bounds.max_body)
+                bounds = self.options.bounds
+                endpoint = McpEndpoint(self.bus, max_body=bounds.max_body, sessions=SessionLimits(
+                    per_token=bounds.token_mcp_sessions,
+                    per_workspace=bounds.workspace_mcp_sessions, total=bounds.mcp_sessions,
+                    idle=bounds.mcp_session_idle * 60))
                 await endpoint.start()
                 self.mcp = endpoint
         return await self.mcp.handle(request, request[IDENTITY])

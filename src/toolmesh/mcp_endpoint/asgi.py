@@ -23,11 +23,17 @@ App = Callable[[Scope, Callable[[], Awaitable[Message]],
 
 async def serve(app: App, request: web.Request, *, extra: dict[str, Any],
                 on_start: Callable[[web.StreamResponse], None] | None = None,
-                ) -> web.StreamResponse:
+                on_done: Callable[[], None] | None = None) -> web.StreamResponse:
     """``app``'s answer to ``request``; ``extra``: put into the ASGI scope (who is calling);
     ``on_start``: told the response as its status and headers are known, before any of it is
-    sent (what runs after this returns may never run: a client that hangs up cancels it)."""
-    body = await request.read()
+    sent (what runs after this returns may never run: a client that hangs up cancels it);
+    ``on_done``: told once the application is done with the request, however it ended."""
+    try:
+        body = await request.read()
+    except BaseException:
+        if on_done is not None:
+            on_done()
+        raise
     host, port = (request.transport.get_extra_info("sockname") or ("", 0))[:2] \
         if request.transport is not None else ("", 0)
     peer = request.transport.get_extra_info("peername") if request.transport else None
@@ -90,6 +96,8 @@ async def serve(app: App, request: web.Request, *, extra: dict[str, Any],
     task = asyncio.ensure_future(app(scope, receive, send))
     _running.add(task)
     task.add_done_callback(_running.discard)
+    if on_done is not None:
+        task.add_done_callback(lambda _: on_done())
     try:
         await asyncio.shield(task)
     finally:
