@@ -7,10 +7,11 @@ the texts and variables to :class:`RenderPool`, whose workers (:mod:`toolmesh.pr
 render them under :class:`~toolmesh.prompt.sandbox.RenderLimits`. A render that passes its
 time limit has its worker killed (a thread could not be: CPython cannot stop one, and it would
 hold the GIL the loop needs) and replaced, and fails with a :class:`PromptError` naming the
-template. One workspace may hold all workers but one at a time, so another workspace always
-finds one free (or soon free: within the time limit).
+template. Which workspace a free worker serves next is :class:`~.fair_share.FairShare`'s
+decision: workspaces whose renders run long share all workers but one, whatever their number,
+so a workspace whose renders are quick never waits behind a long one.
 
-Waiting is on futures and conditions only: a free worker, a worker's answer, its exit.
+Waiting is on futures only: a worker handed out, a worker's answer, its exit.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from toolmesh.prompt.fair_share import FairShare, Lease
 from toolmesh.prompt.sandbox import RenderLimits
 from toolmesh.prompt.templates import PromptError, PromptTemplate
 from toolmesh.prompt.worker import HEADER, decode, encode
@@ -73,7 +75,8 @@ class _Worker:
 
 
 class _NoWorker:
-    """Put in the idle queue instead of a worker: one failed to start, or the pool stops."""
+    """Handed out instead of a worker when one failed to start: the render that gets it fails
+    with ``message``, and another start is tried."""
 
     def __init__(self, message: str) -> None:
         self.message = message
@@ -89,13 +92,10 @@ class RenderPool:
 
     def __init__(self, *, limits: RenderLimits | None = None) -> None:
         self.limits = limits or RenderLimits()
-        #: workers one tenant may hold at once: all but one (when there is more than one)
-        self.per_tenant = max(1, self.limits.workers - 1)
-        self._idle: asyncio.Queue[_Worker | _NoWorker] = asyncio.Queue()
+        #: who gets the next free worker
+        self.share: FairShare[_Worker | _NoWorker] = FairShare(capacity=self.limits.workers)
         self._all: set[_Worker] = set()
         self._starting = 0
-        self._tenants: dict[str, asyncio.Semaphore] = {}
-        self._holders: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         #: the tasks starting a worker (the others wait for a killed one's exit)
         self._starts: set[asyncio.Task[None]] = set()
@@ -115,7 +115,8 @@ class RenderPool:
     async def start(self) -> None:
         """Open the pool; its workers start with the first request that needs one."""
         if self._closed:
-            self._closed, self._idle, self._started = False, asyncio.Queue(), False
+            self._closed, self._started = False, False
+            self.share.open()
 
     def _fill(self) -> None:
         """Start the workers, in the background, the first time one is needed."""
@@ -130,12 +131,12 @@ class RenderPool:
         self._closed = True
         for task in list(self._starts):
             task.cancel()  # a worker being started is killed by its task (_launch)
+        self.share.close(PromptError("the prompt service is stopping: templates are not "
+                                     "rendered"))
         workers = list(self._all)
         self._all.clear()
         for worker in workers:
             worker.kill()
-        self._idle.put_nowait(_NoWorker("the prompt service is stopping: templates are not "
-                                        "rendered"))
         await asyncio.gather(*self._tasks, *(w.wait() for w in workers),
                              return_exceptions=True)
 
@@ -185,61 +186,57 @@ class RenderPool:
             raise PromptError(f"{what}: the template and its variables are larger than "
                               f"{self._max_frame:,} bytes")
         self._fill()
-        seat = self._tenants.get(tenant)
-        if seat is None:
-            seat = self._tenants[tenant] = asyncio.Semaphore(self.per_tenant)
-        self._holders[tenant] = self._holders.get(tenant, 0) + 1
+        lease = await self.share.acquire(tenant)
+        worker = lease.item
+        if isinstance(worker, _NoWorker):
+            self.share.release(lease, returned=None, render=False)
+            if not self._closed:
+                self._replace()  # try again for the next request
+            raise PromptError(worker.message)
+        answer: dict[str, Any] | None = None
+        render = request.get("op") == "render"
         try:
-            async with seat:
-                worker = await self._acquire()
-                answer: dict[str, Any] | None = None
-                try:
-                    async with asyncio.timeout(self.limits.timeout):
-                        answer = await worker.ask(request)
-                except TimeoutError:
-                    raise PromptError(
-                        f"{what} took longer than {self.limits.timeout:g} s to render and was "
-                        "stopped (--prompt-render-timeout): make its loops shorter or less "
-                        "deeply nested") from None
-                except (OSError, asyncio.IncompleteReadError) as e:
-                    raise PromptError(f"{what}: its render worker died ({type(e).__name__}); "
-                                      "it may have used more memory than allowed "
-                                      "(--prompt-max-memory)") from None
-                finally:
-                    replacement = self._release(worker, healthy=answer is not None)
-                    if replacement is not None:
-                        # the tenant whose worker was killed holds its seat until the new one
-                        # is up: else its next render would take another tenant's worker
-                        await asyncio.shield(replacement)
+            async with asyncio.timeout(self.limits.timeout):
+                answer = await worker.ask(request)
+        except TimeoutError:
+            raise PromptError(
+                f"{what} took longer than {self.limits.timeout:g} s to render and was "
+                "stopped (--prompt-render-timeout): make its loops shorter or less "
+                "deeply nested") from None
+        except (OSError, asyncio.IncompleteReadError) as e:
+            raise PromptError(f"{what}: its render worker died ({type(e).__name__}); "
+                              "it may have used more memory than allowed "
+                              "(--prompt-max-memory)") from None
         finally:
-            self._holders[tenant] -= 1
-            if not self._holders[tenant]:
-                del self._holders[tenant], self._tenants[tenant]
+            if answer is not None and worker in self._all:
+                cpu = answer.get("cpu")
+                self.share.release(lease, returned=worker,
+                                   cost=cpu if isinstance(cpu, (int, float)) else None,
+                                   render=render)
+            else:
+                await self._retire(lease, worker, render=render)
         error = answer.get("error")
         if isinstance(error, str):
             raise PromptError(error)
         return answer
 
-    async def _acquire(self) -> _Worker:
-        worker = await self._idle.get()
-        if isinstance(worker, _NoWorker):
-            if self._closed:
-                self._idle.put_nowait(worker)  # for the next one waiting
-            else:
-                self._replace()  # try again for the next request
-            raise PromptError(worker.message)
-        return worker
-
-    def _release(self, worker: _Worker, *, healthy: bool) -> asyncio.Task[None] | None:
-        """Give ``worker`` back, or, when its answer did not come (time limit, cancelled,
-        died), kill it and start another in its place: the task starting it."""
-        if healthy and not self._closed:
-            self._idle.put_nowait(worker)
-            return None
+    async def _retire(self, lease: Lease[_Worker | _NoWorker], worker: _Worker, *,
+                      render: bool) -> None:
+        """Kill ``worker``, whose answer did not come (time limit, cancelled, died) or whose
+        pool stopped, and start another in its place unless the pool stopped. The workspace it
+        served holds ``lease`` until the new one is up: else its next render would take the
+        worker kept for others."""
+        replace = worker in self._all and not self._closed
         self._all.discard(worker)
         worker.kill()
         self._spawn_task(worker.wait())
-        return None if self._closed else self._replace()
+        try:
+            if replace:
+                # not cancelled with the caller, and no error if stop() cancels it
+                await asyncio.wait([self._replace()])
+        finally:
+            # its cost: all the time it held the worker, the new one's start included
+            self.share.release(lease, returned=None, render=render)
 
     def _replace(self) -> asyncio.Task[None]:
         self._starting += 1
@@ -253,8 +250,8 @@ class RenderPool:
             worker = await self._launch()
         except Exception as e:
             log.error("a prompt render worker did not start: %s", e)
-            self._idle.put_nowait(_NoWorker(f"templates cannot be rendered: a render worker "
-                                            f"did not start ({e})"))
+            self.share.put(_NoWorker(f"templates cannot be rendered: a render worker did not "
+                                     f"start ({e})"))
             return
         finally:
             self._starting -= 1
@@ -263,7 +260,7 @@ class RenderPool:
             await worker.wait()
             return
         self._all.add(worker)
-        self._idle.put_nowait(worker)
+        self.share.put(worker)
 
     async def _launch(self) -> _Worker:
         process = await asyncio.create_subprocess_exec(

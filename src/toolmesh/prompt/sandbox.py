@@ -45,7 +45,8 @@ class RenderLimits:
     max_range: int = 10_000
     #: MiB of memory a render worker may take beyond what it holds at start (0: no limit)
     max_memory: int = 512
-    #: worker processes rendering at once; one workspace may use all but one of them
+    #: worker processes rendering at once; one workspace may use all but one of them, and the
+    #: workspaces whose renders run long all but one together (toolmesh.prompt.fair_share)
     workers: int = 2
 
     def __post_init__(self) -> None:

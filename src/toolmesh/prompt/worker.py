@@ -7,6 +7,10 @@ LIMITS_JSON``; it speaks frames on stdin/stdout — a 4-byte big-endian length, 
 * ``{"op": "check", "sources": [[owner, part, source], ...]}`` → ``{"errors": [msg|null, ...]}``
 * any failure → ``{"error": "<message naming the template>"}``
 
+and each answer carries ``"cpu"``: the seconds of CPU the request took here, which, unlike the
+time the pool waited for it, a busy machine does not stretch (the pool tells a quick render
+from a slow one by it: :mod:`toolmesh.prompt.fair_share`).
+
 It writes ``{"ready": true}`` once it can serve. Why a process: a template is code written by
 whoever can put config, and a thread running it can neither be stopped (CPython cannot kill a
 thread) nor keep off the GIL the event loop needs. A process can be killed at its time limit,
@@ -21,6 +25,7 @@ import json
 import os
 import struct
 import sys
+import time
 from typing import Any, BinaryIO
 
 import orjson
@@ -120,7 +125,10 @@ def main() -> None:
     answers.write(encode({"ready": True}))
     answers.flush()
     while (request := _read(requests)) is not None:
-        answers.write(encode(handle(request)))
+        start = time.process_time()
+        answer = handle(request)
+        answer["cpu"] = time.process_time() - start
+        answers.write(encode(answer))
         answers.flush()
 
 
