@@ -128,7 +128,8 @@ PART_OPTIONS = {
                 "--mcp-allow", "--mcp-deny",
                 *(bound.flag for bound in options.GATEWAY_BOUNDS)},
     "agent": {"--flow", "--no-announcements", "--tool-calling", "--step-temperature",
-              "--dialogs", "--dialogs-keep", "--dialogs-days", "--approval",
+              "--dialogs", "--dialogs-keep", "--dialogs-days", "--dialogs-max-bytes",
+              "--approval",
               # how a step's tools are chosen and its reply bounded (issue 41)
               "--tool-selection", "--tool-budget", "--tool-relevance", "--find-tools",
               "--choice-steps", "--argument-values", "--max-answer-tokens",

@@ -443,6 +443,31 @@ def add_dialogs(parser: argparse.ArgumentParser) -> None:
                         default=float(os.environ.get("TOOLMESH_DIALOGS_DAYS", "30")),
                         help="drop finished dialogs older than this (env "
                              "TOOLMESH_DIALOGS_DAYS; default: %(default)g)")
+    # the default as text: argparse checks it only when the flag is not given, with a message
+    # that names the variable too
+    parser.add_argument("--dialogs-max-bytes", type=_dialog_bytes, metavar="BYTES",
+                        default=os.environ.get("TOOLMESH_DIALOGS_MAX_BYTES")
+                        or str(DIALOGS_MAX_BYTES),
+                        help="bytes the journal may take (in SQLite: its file's pages in use); "
+                             "beyond, the oldest finished dialogs are dropped, never running "
+                             "ones; 0: no bound (env TOOLMESH_DIALOGS_MAX_BYTES; default: "
+                             f"{DIALOGS_MAX_BYTES} = {DIALOGS_MAX_BYTES // MiB} MiB)")
+
+
+#: the default of ``--dialogs-max-bytes`` (toolmesh.dialogs.DEFAULT_MAX_BYTES: every command
+#: builds its parser, and the dialogs package is not for commands that do not run an agent)
+DIALOGS_MAX_BYTES = 256 * MiB
+
+
+def _dialog_bytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes, 0 or more "
+                                         "(--dialogs-max-bytes, or TOOLMESH_DIALOGS_MAX_BYTES)")
+    return value
 
 
 def dialogs_url(args: argparse.Namespace) -> str | None:

@@ -322,7 +322,8 @@ async def _journal(args: argparse.Namespace) -> Any:
         from toolmesh.files import private_dir
 
         private_dir(options.data_dir())
-    journal = await open_journal(url, keep=args.dialogs_keep, max_age_days=args.dialogs_days)
+    journal = await open_journal(url, keep=args.dialogs_keep, max_age_days=args.dialogs_days,
+                                 max_bytes=args.dialogs_max_bytes)
     log().info("dialogs recorded in %s", mask_url(url))
     return journal
 

@@ -47,6 +47,19 @@ DEFAULT_KEEP = 10_000
 #: how many days a finished dialog is kept by default
 DEFAULT_MAX_AGE_DAYS = 30.0
 
+#: how many bytes a journal may take by default (0: no bound): a laptop's share — a
+#: thousandth of a 256 GB disk — and, at the 10-30 KB an ordinary dialog takes, room for the
+#: :data:`DEFAULT_KEEP` dialogs, so that the count binds for ordinary dialogs and the bytes
+#: only for large ones
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+
+#: a sweep brings a journal over this share of its byte budget back under it (dropping the
+#: oldest finished dialogs), and runs whenever a further :data:`SWEEP_SHARE` of the budget was
+#: written (a writer that outpaces it waits for it after another share): so what is kept
+#: stays under the budget between sweeps, with room for the database's own overhead
+KEEP_SHARE = 0.75
+SWEEP_SHARE = 0.03125
+
 #: the most dialogs one :meth:`DialogJournal.recent` call returns
 LIST_LIMIT = 1_000
 
@@ -171,6 +184,20 @@ class DialogJournal(Protocol):
     async def unfinished(self) -> list[Dialog]:
         """The running dialogs, oldest first (what an embedded deployment takes up again when
         it starts: those whose client stopped waiting are then abandoned)."""
+
+
+def fold(question: str, request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The request to store beside ``question``: without its ``question`` field when that is
+    ``question`` — a question is stored once — and whether it was left out (what
+    :func:`unfold` needs to give the request back as it came)."""
+    if request.get("question") == question:
+        return {k: v for k, v in request.items() if k != "question"}, True
+    return request, False
+
+
+def unfold(question: str, request: dict[str, Any], folded: bool) -> dict[str, Any]:
+    """The request :func:`fold` was given (``folded``: what it said)."""
+    return {"question": question, **request} if folded else request
 
 
 def check_entries(entries: Sequence[tuple[str, dict[str, Any]]]) -> None:

@@ -17,6 +17,11 @@ random page at every write. Writes are keyed by the number, which grows: they si
 edge of their tree, beside those of the dialogs running with them. Only the id index takes a
 random page, once a dialog. Entries are numbered from 1 across the head and the writes;
 a write's ``seq`` orders the writes, its ``first`` numbers its entries.
+
+A question is stored once: ``request`` leaves out its ``question`` field when that is the
+dialog's ``question`` (``folded``; :func:`toolmesh.dialogs.journal.fold`). A journal written
+before had it twice: its rows read as they are (``folded`` is added as 0), and the column is
+added when it is opened.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ CREATE TABLE IF NOT EXISTS toolmesh_dialogs (
     steps      INTEGER NOT NULL,
     tool_calls INTEGER NOT NULL,
     in_token   INTEGER,
-    out_token  INTEGER
+    out_token  INTEGER,
+    folded     INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS toolmesh_dialog_writes (
     dialog     INTEGER NOT NULL REFERENCES toolmesh_dialogs (n) ON DELETE CASCADE,
@@ -65,13 +71,14 @@ CREATE TABLE IF NOT EXISTS toolmesh_dialog_writes (
 
 def _insert_dialog(due: str) -> str:
     return ("INSERT INTO toolmesh_dialogs (id, workspace, user, question, status, request,"
-            " head, head_count, steps, tool_calls, in_token, out_token, started, updated, due)"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {NOW}, {NOW}, {due})"
+            " folded, head, head_count, steps, tool_calls, in_token, out_token, started,"
+            f" updated, due) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {NOW}, {NOW}, {due})"
             " ON CONFLICT (id) DO NOTHING")
 
 
-#: begin a dialog: ``(id, workspace, user, question, status, request, head, head_count, steps,
-#: tool_calls, in_token, out_token[, "+S seconds"])``; changes no row if begun before
+#: begin a dialog: ``(id, workspace, user, question, status, request, folded, head,
+#: head_count, steps, tool_calls, in_token, out_token[, "+S seconds"])``; changes no row if
+#: begun before
 INSERT_DIALOG_DUE = _insert_dialog("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)")
 INSERT_DIALOG_NO_DUE = _insert_dialog("NULL")
 
@@ -96,7 +103,7 @@ STATUS = "coalesce(w.status, d.status)"
 SUMMARY = (f"d.n, d.id, d.workspace, d.user, d.question, {STATUS}, d.started,"
            " max(d.updated, coalesce(w.at, '')), d.due, coalesce(w.steps, d.steps),"
            " coalesce(w.tool_calls, d.tool_calls), coalesce(w.in_token, d.in_token),"
-           " coalesce(w.out_token, d.out_token), d.request")
+           " coalesce(w.out_token, d.out_token), d.request, d.folded")
 #: what :data:`SUMMARY` selects from
 SUMMARY_FROM = f"toolmesh_dialogs d {_LAST.format(w='w')}"
 
@@ -110,6 +117,11 @@ SWEEP = (
     " coalesce((SELECT n FROM toolmesh_dialogs WHERE started >="
     " strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3) ORDER BY n LIMIT 1),"
     " (SELECT max(n) FROM toolmesh_dialogs) + 1)))")
+
+#: drop the oldest ``?2`` finished dialogs (status ``<> ?1``), oldest first (the byte
+#: budget's sweep: :mod:`toolmesh.dialogs.sqlite_upkeep`)
+TRIM = (f"DELETE FROM toolmesh_dialogs WHERE n IN (SELECT d.n FROM {SUMMARY_FROM}"
+        f" WHERE {STATUS} <> ?1 ORDER BY d.n LIMIT ?2)")
 
 #: a dialog's entries: its head, then its writes'
 HEAD = "SELECT started, head FROM toolmesh_dialogs WHERE n = ?"
@@ -131,6 +143,10 @@ def create(db: sqlite3.Connection) -> bool:
                 db.execute(statement)
         if moved:
             _move(db)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(toolmesh_dialogs)")}
+        if "folded" not in columns:  # a journal written before questions were stored once
+            db.execute("ALTER TABLE toolmesh_dialogs ADD COLUMN folded INTEGER NOT NULL"
+                       " DEFAULT 0")
     except BaseException:
         db.execute("ROLLBACK")
         raise
