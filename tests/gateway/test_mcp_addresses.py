@@ -197,3 +197,45 @@ async def test_a_down_mcp_server_says_why_its_tool_is_not_offered(served: Served
     (clock,) = [t for t in json.loads(out)["tools"] if t["key"] == "clock"]
     assert clock["status"] == "not-offered"
     assert f"at http://127.0.0.1:{port}/mcp: it cannot be reached" in clock["reason"], clock
+
+
+#: spellings of private hosts that a token without admin must not put (tests/mcp/
+#: test_host_names.py has the longer table); a public name and address still pass
+SPELLED_PRIVATE = ["localhost.", "LOCALHOST.", "%6c%6f%63%61%6c%68%6f%73%74", "ｌｏｃａｌｈｏｓｔ",
+                   "xn--localhost-", "127.0.0.1.", "0x7f000001", "2130706433", "0177.0.0.1",
+                   "127.1", "[::ffff:7f00:1]", "[fe80::1%25eth0]", "169.254.169.254.",
+                   "localhost\u3002", "foo.localhost"]
+
+
+async def test_a_private_host_however_spelled_is_refused_at_put(served: Served) -> None:
+    writer = await create(served, "-w", "default", "-c", "config:write")
+    answered = {}
+    for n, host in enumerate(SPELLED_PRIVATE):
+        status, body = await post(served, "api/v1/config",
+                                  _put(f"s{n}", f"http://{host}:5432/mcp"), writer)
+        answered[host] = (status, _error(body) if status != 200 else "")
+    passed = [(await post(served, "api/v1/config", _put(f"p{n}", url), writer))[0]
+              for n, url in enumerate(["https://8.8.8.8/mcp", "https://mcp.example.org/mcp"])]
+    refused = {host: message for host, (status, message) in answered.items() if status == 403}
+    assert set(refused) == set(SPELLED_PRIVATE), answered
+    assert all("may not point at" in message for message in refused.values())
+    assert passed == [200, 200]
+
+
+@pytest.mark.parametrize("host", ["localhost.", "0x7f000001", "%6c%6f%63%61%6c%68%6f%73%74"])
+async def test_a_public_item_cannot_reach_loopback_however_spelled_when_it_connects(
+        mcp_server: ServerProcess, caplog: pytest.LogCaptureFixture, host: str) -> None:
+    from toolmesh.mcp import McpError, McpServer, SessionPool
+
+    pool = SessionPool(connect_timeout=10)
+    try:
+        public = McpServer.from_config("spelled", {
+            "url": mcp_server.url.replace("127.0.0.1", host), "remote-name": "echo",
+            "reach": "public"})
+        with pytest.raises(McpError) as refused:
+            await pool.call_tool(public, {"text": "hi"}, timeout=10)
+    finally:
+        await pool.close()
+    assert "cannot be reached" in refused.value.message
+    # refused for where it points, not because a resolver did not know the name
+    assert "is a private, loopback or link-local address" in caplog.text

@@ -7,9 +7,11 @@ capabilities are checked (:meth:`~toolmesh.gateway.access.AccessPolicy.admit`):
   whatever the client sent: the mcp-tool service then connects it to public addresses and the
   operator's ``--mcp-allow`` list only (:mod:`toolmesh.mcp.addresses`), however its name
   resolves later;
-* the item's URL host is resolved now and refused if the policy would refuse it: at once, with
-  one message whatever the reason (private, loopback, link-local, or denied), which names the
-  host as the item wrote it, never what it resolves to.
+* the item's URL host is brought to one spelling (:mod:`toolmesh.mcp.host_names`: a trailing
+  dot, IDNA, percent-encoding, IPv4 in any spelling), resolved now, and refused if the policy
+  would refuse it: at once, with one message whatever the reason (private, loopback,
+  link-local, denied, or no host at all), which names the host as the item wrote it, never
+  what it resolves to.
 """
 
 from __future__ import annotations
@@ -81,5 +83,6 @@ async def _check(what: str, url: str, *, reach: Reach, policy: AddressPolicy) ->
     log.info("config put of %s refused: %s", what, refused)
     raise AddressRefused(
         f"{what} may not point at {where}: it is a private, loopback or link-local address "
-        "(or resolves to one), or one the operator denies; only an admin's item may use "
-        f"private addresses, and the operator may open one to every item with {ALLOW_FLAG}")
+        "however spelled (or resolves to one), one the operator denies, or no host at all; "
+        f"only an admin's item may use private addresses, and the operator may open one to "
+        f"every item with {ALLOW_FLAG}")

@@ -16,8 +16,11 @@ gave the process, in this order:
 
 An entry is an address or network with an optional port, or a host name (exact, any case):
 ``10.0.0.0/8``, ``127.0.0.1:8000``, ``[::1]:8000``, ``fd00::/8``, ``mcp.internal:8000``.
-A name entry matches the URL's host name as written; address entries match the address
-actually connected to.
+A name entry matches the URL's host name; address entries match the address actually
+connected to. Every host — a URL's and an entry's — is brought to one spelling first
+(:mod:`.host_names`: percent-encoding, IDNA, case, a trailing dot, the IPv4 spellings the C
+library reads), and ``localhost`` names are loopback whatever the resolver says, so
+``localhost.`` or ``0x7f000001`` is no way round a check.
 
 Who may use private addresses is recorded on the item itself: the gateway sets
 ``"reach": "public"`` on every ``mcp`` item put by a token without the ``admin`` capability
@@ -35,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
-import re
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ from urllib.parse import urlsplit
 
 from toolmesh.config.mcp_addresses import ALLOW_ENV, ALLOW_FLAG, DENY_ENV, DENY_FLAG
 from toolmesh.errors import ToolmeshError
+from toolmesh.mcp.host_names import LOOPBACK, canonical_host, is_localhost, literal_address
 
 #: the field of an ``mcp`` item that says which addresses it may reach
 REACH_FIELD = "reach"
@@ -56,7 +59,6 @@ RESOLVE_TIMEOUT = 3.0
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$")
 
 
 class AddressRefused(ToolmeshError):
@@ -102,16 +104,25 @@ class Entry:
             return cls(network=ipaddress.ip_network(host, strict=False), port=port)
         except ValueError:
             pass
-        name = host.lower().rstrip(".")
-        if not _NAME.match(name) or "/" in name:
-            raise _bad_entry(text, flag)
+        try:
+            name = canonical_host(host)
+        except ValueError:
+            raise _bad_entry(text, flag) from None
+        address = literal_address(name)  # 0x7f000001: an address however it is spelled
+        if address is not None:
+            return cls(network=ipaddress.ip_network(address), port=port)
         return cls(name=name, port=port)
 
     def matches(self, host: str, address: IPAddress | None, port: int) -> bool:
+        """Whether the entry covers ``host`` (as the URL names it) at ``address`` (``None``:
+        not resolved yet) and ``port``."""
         if self.port is not None and self.port != port:
             return False
         if self.name is not None:
-            return host.lower().rstrip(".") == self.name
+            try:
+                return canonical_host(host) == self.name
+            except ValueError:
+                return False
         if address is None or self.network is None:
             return False
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None \
@@ -163,14 +174,17 @@ def shown(host: str, port: int) -> str:
 
 
 async def resolve(host: str, port: int) -> list[IPAddress]:
-    """The addresses ``host`` stands for (itself if it is one), in the resolver's order;
-    ``OSError`` if it does not resolve."""
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
+    """The addresses ``host`` stands for (itself if it is one, however spelled; loopback for
+    a ``localhost`` name), in the resolver's order; ``OSError`` if it does not resolve,
+    ``ValueError`` if it cannot be a host (:func:`~toolmesh.mcp.host_names.canonical_host`)."""
+    name = canonical_host(host)
+    address = literal_address(name)
+    if address is not None:
+        return [address]
+    if is_localhost(name):
+        return list(LOOPBACK)
     infos = await asyncio.get_running_loop().getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        name, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     found: list[IPAddress] = []
     for family, *_, sockaddr in infos:
         if family in (socket.AF_INET, socket.AF_INET6):
@@ -224,13 +238,17 @@ class AddressPolicy:
             host, port = host_port(url)
         except ValueError:
             return None  # not a URL: the item's validation says so
+        try:
+            canonical_host(host)
+        except ValueError as e:
+            return str(e)  # nothing could connect there, and no check can say where it is
         refused = self.refusal(host, None, port, reach=reach)  # a denied name
         if refused is not None:
             return refused
         try:
             async with asyncio.timeout(timeout):
                 addresses = await resolve(host, port)
-        except (OSError, TimeoutError, UnicodeError):
+        except (OSError, TimeoutError):
             return None
         for address in addresses:
             refused = self.refusal(host, address, port, reach=reach)

@@ -121,7 +121,7 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         try:
             with anyio.fail_after(timeout):
                 addresses = await resolve(host, port)
-        except (OSError, UnicodeError) as e:
+        except (OSError, ValueError) as e:  # ValueError: not a host (UnicodeError is one)
             raise httpcore2.ConnectError(f"cannot resolve {host!r}: {e}") from e
         except TimeoutError as e:
             raise httpcore2.ConnectTimeout(f"resolving {host!r} timed out") from e

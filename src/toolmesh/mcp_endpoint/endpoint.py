@@ -54,8 +54,8 @@ from toolmesh.errors import MalformedMessage, RequestError
 from toolmesh.mcp_endpoint.approval import Ask, asker, defer
 from toolmesh.mcp_endpoint.asgi import serve
 from toolmesh.mcp_endpoint.calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
-from toolmesh.mcp_endpoint.fast_calls import SESSION_HEADER, VERSION_HEADER, FastCalls, parse
-from toolmesh.mcp_endpoint.jsonrpc import SERVER_ERROR, error_response
+from toolmesh.mcp_endpoint.fast_calls import SESSION_HEADER, VERSION_HEADER, FastCalls
+from toolmesh.mcp_endpoint.jsonrpc import SERVER_ERROR, error_response, read_message
 from toolmesh.mcp_endpoint.session_manager import SessionManager
 from toolmesh.mcp_endpoint.session_table import (
     Opener,
@@ -266,7 +266,13 @@ class McpEndpoint:
                         identity is not None and identity.scoped, workspace)
         session = request.headers.get(SESSION_HEADER)
         with self.sessions.using(session, opener):  # in use: not idle, not ended for room
-            body = parse(await request.read()) if request.method == "POST" else None
+            body: Any = None
+            if request.method == "POST":
+                # a message the SDK would refuse in its validator's words (or take an invalid
+                # id for a notification) is refused here in ours
+                body, invalid = read_message(await request.read())
+                if invalid is not None:
+                    return invalid.response()
             if body is not None:
                 answered = await self._fast.answer(request, body, owner, caller)
                 if answered is not None:

@@ -26,7 +26,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from toolmesh import json_codec
@@ -127,14 +126,6 @@ class FastCalls:
             return None  # not one of ours: the SDK's to hear
         task.cancel()
         return web.Response(status=202)
-
-
-def parse(data: bytes) -> Any:
-    """A POST's JSON body, or ``None`` if it is not JSON (the SDK says what is wrong)."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def _request_id(id: Any) -> bool:
