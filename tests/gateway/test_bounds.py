@@ -18,9 +18,11 @@ from toolmesh.gateway import Gateway
 from toolmesh.gateway.bounds import Bounds
 
 JSON = {"Content-Type": "application/json"}
+# no pool for unauthenticated connections: the connection cap alone counts the raw
+# connections below (the pool is tests/gateway/test_strangers.py's)
 BOUNDS = Bounds(max_body=64 * 1024, bodies_in_flight=100 * 1024, body_timeout=1.0,
                 idle_timeout=1.0, max_connections=8, ws_in_flight=4, ws_auth_timeout=1.0,
-                ws_auth_attempts=2)
+                ws_auth_attempts=2, stranger_share=0)
 
 
 @pytest.fixture

@@ -311,8 +311,12 @@ async def _slow_client(served: Served) -> tuple[float, bytes]:
 
 
 async def test_slowloris_is_cut_off_and_capped_while_the_server_serves(tmp_path: Path) -> None:
+    # the connection cap alone (--stranger-share 0): with the pool for connections not yet
+    # authenticated, these would be held to its 6 places and the rest refused at once
+    # (tests/gateway/test_strangers.py)
     async with toolmesh_serve(tmp_path, "--idle-timeout", str(IDLE_TIMEOUT),
-                              "--max-connections", str(MAX_CONNECTIONS)) as served:
+                              "--max-connections", str(MAX_CONNECTIONS),
+                              "--stranger-share", "0") as served:
         pid = served.process.pid
         base = rss(pid)
         reset_peak(pid)

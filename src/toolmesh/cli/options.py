@@ -75,7 +75,7 @@ STARTUP_GRACE = Bound("--startup-grace", "TOOLMESH_STARTUP_GRACE", float, 15.0,
 GATEWAY_BOUNDS = (
     Bound("--max-body", None, int, 16 * MiB, "largest request body in bytes"),
     Bound("--max-connections", "TOOLMESH_MAX_CONNECTIONS", int, 1024,
-          "connections open at once; more are answered 503"),
+          "authenticated connections open at once; more are answered 503"),
     Bound("--idle-timeout", "TOOLMESH_IDLE_TIMEOUT", float, 15,
           "seconds a connection may go without completing a request"),
     Bound("--body-timeout", "TOOLMESH_BODY_TIMEOUT", float, 30,
@@ -83,7 +83,8 @@ GATEWAY_BOUNDS = (
     Bound("--bodies-in-flight", "TOOLMESH_BODIES_IN_FLIGHT", int, 64 * MiB,
           "bytes of request bodies read at once; more get 503"),
     Bound("--ws-auth-timeout", "TOOLMESH_WS_AUTH_TIMEOUT", float, 5,
-          "seconds a WebSocket may take to authenticate when a token is set"),
+          "seconds a WebSocket may take to authenticate when a token is set, from its "
+          "upgrade (--auth-timeout, from its connection, applies too)"),
     Bound("--ws-send-timeout", "TOOLMESH_WS_SEND_TIMEOUT", float, 10,
           "seconds a WebSocket client may leave answers unread before it is cut off"),
     # one tenant cannot hold the rest out (toolmesh.gateway.quotas, .throttle); 0: off
@@ -97,6 +98,17 @@ GATEWAY_BOUNDS = (
           "requests one scoped token may have in flight at once; more get 429"),
     Bound("--admin-share", "TOOLMESH_ADMIN_SHARE", float, 0.0625,
           "share of --max-connections only the gateway's own token may use"),
+    # connections not authenticated yet (toolmesh.gateway.strangers); 0: off
+    Bound("--stranger-share", "TOOLMESH_STRANGER_SHARE", float, 0.125,
+          "connections not authenticated yet, as a share of --max-connections, held on top "
+          "of it; when full, the oldest of the address holding the most is closed for a "
+          "newcomer"),
+    Bound("--address-strangers", "TOOLMESH_ADDRESS_STRANGERS", int, 0,
+          "connections not authenticated yet one client address may hold; more get 429 "
+          "(0: no limit but its fair share of --stranger-share)"),
+    Bound("--auth-timeout", "TOOLMESH_AUTH_TIMEOUT", float, 3,
+          "seconds a connection may take to authenticate (REST: a request with a valid "
+          "token; WebSocket: its auth frame) before it is closed"),
     Bound("--auth-failure-rate", "TOOLMESH_AUTH_FAILURE_RATE", float, 2,
           "wrong tokens a second one client address may send, after a burst of "
           "--auth-failure-burst; beyond, every token it sends gets 429"),

@@ -7,8 +7,13 @@ Whatever a client sends, the gateway's memory and connections stay bounded:
 * all bodies being read at once together hold at most ``bodies_in_flight`` bytes; a request
   beyond that waits for nothing and gets ``503 server-busy``;
 * a connection that has not completed a request within ``idle_timeout`` seconds is closed
-  (slow or silent clients: slowloris); at most ``max_connections`` are open at once, further
-  ones are answered 503 and closed;
+  (slow or silent clients: slowloris); at most ``max_connections`` authenticated connections
+  are open at once, further ones are answered 503 and closed;
+* connections that have not authenticated yet have a pool of their own (:mod:`.strangers`):
+  ``stranger_share`` of ``max_connections`` at once (the address holding the most gives way
+  to a newcomer), ``address_strangers`` from one address, and ``auth_timeout`` seconds to
+  authenticate (with the pool off, strangers and authenticated together are capped at
+  ``max_connections``);
 * a WebSocket runs at most ``ws_in_flight`` requests at once (beyond: a ``too-many-requests``
   error frame), must authenticate within ``ws_auth_timeout`` seconds when a token is set, and
   is closed after ``ws_auth_attempts`` wrong tokens; a peer that leaves the gateway's frames
@@ -27,8 +32,10 @@ What a body costs once answered is :mod:`toolmesh.gateway.memory`'s business.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from http import HTTPStatus
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,6 +61,12 @@ class Bounds:
     ws_auth_attempts: int = 3
     ws_send_timeout: float = 10.0
     ws_idle_timeout: float = 300.0
+    #: connections not authenticated yet: their share of ``max_connections`` (on top of it),
+    #: how many one address may hold (0: no limit but the fair share) and the seconds each has
+    #: to authenticate (:mod:`toolmesh.gateway.strangers`)
+    stranger_share: float = 0.125
+    address_strangers: int = 0
+    auth_timeout: float = 3.0
     #: connections one scoped token, and the tokens of one workspace, may hold at once
     token_connections: int = 128
     workspace_connections: int = 256
@@ -93,6 +106,8 @@ class BodyBudget:
         self.in_use -= size
 
 
+_ANSWER = (b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+           b"Connection: close\r\nContent-Length: %d\r\n\r\n%s")
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
          b"Connection: close\r\nContent-Length: %d\r\n\r\n%s")
 _BUSY_BODY = (b'{"error": {"type": "server-busy", "message": "the gateway has too many open '
@@ -109,48 +124,92 @@ class _Refuse(asyncio.Protocol):
 
 class ConnectionWatcher(Protocol):
     """Told of each connection the cap admits (:class:`~toolmesh.gateway.quotas.
-    ConnectionQuotas`): ``reserved`` when it was accepted into the admin's reserve."""
+    ConnectionQuotas`), with the means to close it."""
 
-    def opened(self, connection: object, *, reserved: bool) -> None: ...
+    def opened(self, connection: object, accepted: Accepted) -> None: ...
 
     def lost(self, connection: object) -> None: ...
 
 
+class Accepted(Protocol):
+    """A connection the cap admitted, as its watcher may close it."""
+
+    @property
+    def peer(self) -> str | None:
+        """The client's address (``None``: not a network peer)."""
+
+    def refuse(self, status: int, type: str, message: str) -> None:
+        """Close it now: with an HTTP error if it has sent nothing yet, else as it is."""
+
+    def finish(self) -> None:
+        """Close it once the request it is serving is answered."""
+
+
 class _Counted(asyncio.Protocol):
     """Counts its connection as open from the moment it is accepted until it is lost; all else
-    is the wrapped protocol's."""
+    is the protocol ``serve`` makes — made only once the watcher let the connection in, so a
+    connection refused at once costs no HTTP machinery (refusals come in floods)."""
 
-    def __init__(self, inner: asyncio.Protocol, site: CappedSite) -> None:
-        self._inner = inner
+    def __init__(self, serve: Callable[[], asyncio.Protocol], site: CappedSite) -> None:
+        self._serve = serve
+        self._inner: asyncio.Protocol | None = None
         self._site = site
         site.open += 1
-        # decided at accept, as the count: the last ``reserve`` of the cap are the admin's
-        self._reserved = site.open > site.max_connections - site.reserve
         self._transport: Any = None
+        self._received = False
+
+    @property
+    def peer(self) -> str | None:
+        name = self._transport.get_extra_info("peername") if self._transport else None
+        return name[0] if isinstance(name, tuple) and name else None
+
+    def refuse(self, status: int, type: str, message: str) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if not self._received:  # an answer before any request: no request's to mix with
+            body = json.dumps({"error": {"type": type, "message": message}}).encode()
+            transport.write(_ANSWER % (status, HTTPStatus(status).phrase.encode(), len(body),
+                                       body))
+        transport.close()
+
+    def finish(self) -> None:
+        close = getattr(self._inner, "close", None)  # aiohttp's: after the request in hand
+        if close is not None:
+            close()
+        elif self._transport is not None:
+            self._transport.close()
 
     def connection_made(self, transport: Any) -> None:
         self._transport = transport
         if self._site.watcher is not None:
-            self._site.watcher.opened(transport, reserved=self._reserved)
-        self._inner.connection_made(transport)
+            self._site.watcher.opened(transport, self)
+        if not transport.is_closing():
+            self._inner = self._serve()
+            self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        self._inner.data_received(data)
+        self._received = True
+        if self._inner is not None:
+            self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return self._inner.eof_received()
+        return self._inner.eof_received() if self._inner is not None else None
 
     def pause_writing(self) -> None:
-        self._inner.pause_writing()
+        if self._inner is not None:
+            self._inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self._inner.resume_writing()
+        if self._inner is not None:
+            self._inner.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._site.open -= 1
         if self._site.watcher is not None and self._transport is not None:
             self._site.watcher.lost(self._transport)
-        self._inner.connection_lost(exc)
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
 
 
 class CappedSite(web.TCPSite):
@@ -159,17 +218,15 @@ class CappedSite(web.TCPSite):
     It counts connections itself, from the moment each is accepted: aiohttp lists one only
     once its ``connection_made`` has run, a loop iteration later, so a burst of connections
     accepted together all saw the same count and went past the cap (171 of 300 against a cap
-    of 50). The last ``reserve`` connections are accepted into the admin's reserve, and
-    ``watcher`` hears of every connection (:mod:`.quotas` decides whom they serve).
+    of 50). ``watcher`` hears of every connection (:mod:`.quotas` decides whom they serve,
+    and whether a stranger may stay).
     """
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, *,
                  max_connections: int, sockets: Sequence[socket.socket] = (),
-                 reserve: int = 0, watcher: ConnectionWatcher | None = None,
-                 **kwargs: Any) -> None:
+                 watcher: ConnectionWatcher | None = None, **kwargs: Any) -> None:
         super().__init__(runner, host, port, **kwargs)
         self.max_connections = max_connections
-        self.reserve = reserve
         self.watcher = watcher
         #: sockets already listening, served instead of binding ``host`` and ``port``
         self.sockets = tuple(sockets)
@@ -186,7 +243,7 @@ class CappedSite(web.TCPSite):
         cap = self.max_connections
 
         def protocol() -> asyncio.BaseProtocol:
-            return _Counted(server(), self) if self.open < cap else _Refuse()
+            return _Counted(server, self) if self.open < cap else _Refuse()
 
         loop = asyncio.get_running_loop()
         if self.sockets:

@@ -63,7 +63,7 @@ from toolmesh.gateway.memory import (
     release_memory,
 )
 from toolmesh.gateway.openapi import openapi_handler
-from toolmesh.gateway.quotas import ConnectionQuotas, reserved_connections
+from toolmesh.gateway.quotas import ConnectionQuotas
 from toolmesh.gateway.socket import SocketSession, serve_socket
 from toolmesh.gateway.socket_host import Send
 from toolmesh.gateway.throttle import throttle_of
@@ -244,8 +244,8 @@ class Gateway:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.options.bounds.max_body,
-                              middlewares=[last_resort, self.access.middleware,
-                                           self.quotas.middleware])
+                              middlewares=[self.quotas.tracking, last_resort,
+                                           self.access.middleware, self.quotas.middleware])
         app.router.add_get("/api/v1/socket", self._socket)
         app.router.add_post("/api/v1/flow/{flow}/service/{service}", self._flow_rest)
         app.router.add_get("/api/v1/openapi.json", openapi_handler)
@@ -286,10 +286,12 @@ class Gateway:
                                      keepalive_timeout=bounds.idle_timeout,
                                      handler_cancellation=True)
         await self._runner.setup()
+        # the cap at accept covers the strangers' pool too; the quotas count the rest
+        # backlog: room in the kernel's queue for every connection the gateway could hold, so
+        # a client's SYN is not dropped (a retry 1 s later) while a flood is being refused
         site = CappedSite(self._runner, self.options.host, self.options.port,
-                          max_connections=bounds.max_connections, sockets=self.options.sockets,
-                          reserve=reserved_connections(bounds.max_connections,
-                                                       bounds.admin_share), watcher=self.quotas)
+                          max_connections=self.quotas.accept_cap, sockets=self.options.sockets,
+                          watcher=self.quotas, backlog=max(128, self.quotas.accept_cap))
         try:
             await site.start()
         except OSError as e:

@@ -8,9 +8,11 @@ requests that name no workspace go) / ``{"type": "auth-failed", ...}``, then per
 ``{"id", "response", "complete"}`` for each response and ``{"id", "error", "complete": true}``
 when it fails. A bad frame gets an error frame (with its id when it has one); input never
 closes the connection — only the bounds do: no authentication within ``ws_auth_timeout``
-seconds, ``ws_auth_attempts`` wrong tokens, too many wrong tokens from the client's address
-(:mod:`.throttle`, ``auth-throttled``) or a token over its connection quota (:mod:`.quotas`,
-``too-many-connections``; ``server-busy`` on a connection kept for the admin): close code 1008,
+seconds (or ``auth_timeout`` of connecting, ``auth-timeout``), room needed in the pool of
+unauthenticated connections (:mod:`.strangers`, ``server-busy``), ``ws_auth_attempts`` wrong
+tokens, too many wrong tokens from the client's address (:mod:`.throttle`, ``auth-throttled``)
+or a token over its connection quota (:mod:`.quotas`, ``too-many-connections``;
+``server-busy`` on a connection kept for the admin or with every connection taken): close 1008,
 the reason starting with the error type, after an ``auth-failed`` frame saying why. An
 authenticated socket with no request in flight and no frame from its client for
 ``ws_idle_timeout`` seconds is closed too (1001, ``idle-timeout: ...``): idle sockets cannot
@@ -77,6 +79,8 @@ class SocketSession:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._auth_deadline: asyncio.Task[None] | None = None
+        #: the close of a stranger the gateway lets go of (:mod:`.strangers`)
+        self._expelling: asyncio.Task[None] | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -97,6 +101,10 @@ class SocketSession:
     async def run(self) -> None:
         if not self.authenticated:
             self._auth_deadline = asyncio.create_task(self._close_unless_authenticated())
+            # a stranger pushed out of its pool or out of time is told why, then closed
+            expelled = self.gateway.quotas.on_expel(self.connection, self._expel)
+            if expelled is not None:
+                self._expel(expelled)
         else:
             self._arm_idle(self.bounds.ws_idle_timeout)
         try:
@@ -115,7 +123,9 @@ class SocketSession:
                 self._idle_timer.cancel()
             for task in list(self._tasks):
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            # the close of an expelled stranger is let finish (bounded by ws_send_timeout)
+            expelling = [self._expelling] if self._expelling is not None else []
+            await asyncio.gather(*self._tasks, *expelling, return_exceptions=True)
 
     async def close(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"") -> None:
         await self.ws.close(code=code, message=message)
@@ -232,6 +242,10 @@ class SocketSession:
         if self._failed_auths >= self.bounds.ws_auth_attempts:
             await self.close(WSCloseCode.POLICY_VIOLATION,
                              f"{self._failed_auths} wrong tokens".encode())
+
+    def _expel(self, refusal: Refusal) -> None:
+        if self._expelling is None and not self.authenticated:
+            self._expelling = asyncio.create_task(self._refuse(refusal))
 
     async def _refuse(self, refusal: Refusal) -> None:
         """Say why in an ``auth-failed`` frame, then close with the reason's short form."""
