@@ -14,25 +14,40 @@ log = logging.getLogger("toolmesh.bus")
 
 Outcome = Literal["ack", "requeue", "drop"]
 
-#: whether the message being handled was delivered before (set only then)
-_redelivered: ContextVar[bool] = ContextVar("toolmesh_redelivered", default=False)
+#: how many times the message being handled has been delivered, this time included (set
+#: only when more than once)
+_deliveries: ContextVar[int] = ContextVar("toolmesh_deliveries", default=1)
 
 
 def redelivered() -> bool:
     """Whether the broker says the message the calling handler is handling was delivered
     before, to a consumer that failed or vanished (what work recorded for it may exist)."""
-    return _redelivered.get()
+    return _deliveries.get() > 1
+
+
+def deliveries() -> int:
+    """How many times the message the calling handler is handling has been delivered, this
+    time included, as far as the bus can tell (1: the first time; a broker that only says
+    "delivered before" makes it at least 2). A service answers a message delivered too often
+    with an error instead of handling it again (:mod:`toolmesh.rpc.service`)."""
+    return _deliveries.get()
+
+
+def _count(redelivered: bool, deliveries: int | None) -> int:
+    return deliveries if deliveries is not None else 2 if redelivered else 1
 
 
 async def run_handler(handler: Handler, message: Message, counts: BusCounts, *,
-                      redelivered: bool = False) -> Outcome:
+                      redelivered: bool = False, deliveries: int | None = None) -> Outcome:
     """Run ``handler`` on ``message`` and say what to do with the message afterwards;
     ``counts``: the consuming queue's.
 
     ``redelivered``: the broker says the message was delivered before (to a consumer that
-    failed or vanished); counted apart in the bus metrics."""
-    (counts.redelivered if redelivered else counts.consumed)()
-    token = _redelivered.set(True) if redelivered else None
+    failed or vanished); counted apart in the bus metrics. ``deliveries``: how many times,
+    this one included, when the bus knows (else 2 if ``redelivered``, or 1)."""
+    count = _count(redelivered, deliveries)
+    (counts.redelivered if count > 1 else counts.consumed)()
+    token = _deliveries.set(count) if count > 1 else None
     try:
         await handler(message)
     except Requeue:
@@ -42,16 +57,17 @@ async def run_handler(handler: Handler, message: Message, counts: BusCounts, *,
         return _dropped(message, counts)
     finally:
         if token is not None:
-            _redelivered.reset(token)
+            _deliveries.reset(token)
     return "ack"
 
 
 def run_inline(handler: InlineHandler, message: Message, counts: BusCounts, *,
-               redelivered: bool = False) -> Outcome:
+               redelivered: bool = False, deliveries: int | None = None) -> Outcome:
     """:func:`run_handler` for an inline handler: called, not awaited (see
     :meth:`toolmesh.bus.base.Bus.subscribe`)."""
-    (counts.redelivered if redelivered else counts.consumed)()
-    token = _redelivered.set(True) if redelivered else None
+    count = _count(redelivered, deliveries)
+    (counts.redelivered if count > 1 else counts.consumed)()
+    token = _deliveries.set(count) if count > 1 else None
     try:
         call_inline(handler, message)
     except Requeue:
@@ -61,7 +77,7 @@ def run_inline(handler: InlineHandler, message: Message, counts: BusCounts, *,
         return _dropped(message, counts)
     finally:
         if token is not None:
-            _redelivered.reset(token)
+            _deliveries.reset(token)
     return "ack"
 
 

@@ -201,11 +201,11 @@ class PulsarSubscription:
             await self._slots.acquire()
         try:
             message = Message(received.data(), string_properties(received.properties()))
-            redelivered = received.redelivery_count() > 0
+            deliveries = received.redelivery_count() + 1
             while True:
                 outcome = await run_handler(self._handler, message, self._counts,
-                                            redelivered=redelivered)
-                redelivered = True  # a non-persistent topic's own retry is a redelivery too
+                                            deliveries=deliveries)
+                deliveries += 1  # a non-persistent topic's own retry is a redelivery too
                 if outcome != "requeue":
                     break
                 if self.queue.persistent:

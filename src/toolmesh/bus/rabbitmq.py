@@ -13,7 +13,10 @@ exchanges, queues and bindings after the broker drops it; each subscription then
 again. A publish that fails because the connection is down waits for the reconnection (up to
 ``publish_timeout``) and is retried, so producers recover too. Consumers prefetch
 ``concurrency`` messages and run their handlers concurrently; acknowledgement follows
-:mod:`toolmesh.bus.base`.
+:mod:`toolmesh.bus.base`. A message of a shared queue that the broker delivers again (its
+consumer lost it) is counted: it goes back to its queue carrying how many times it was
+delivered, so a service can refuse one delivered too often (:meth:`RabbitMQSubscription._count`,
+:func:`toolmesh.bus.delivery.deliveries`).
 
 The hot path (a message out, a message in) skips aio-pika's message objects and aiormq's
 per-frame machinery: the bus marshals its publishes (with publisher confirms, ``mandatory``
@@ -58,7 +61,7 @@ from toolmesh.bus.base import (
     encode,
     string_properties,
 )
-from toolmesh.bus.delivery import checked_handler, run_handler, run_inline
+from toolmesh.bus.delivery import Outcome, checked_handler, run_handler, run_inline
 from toolmesh.bus.lifecycle import BusLifecycle
 from toolmesh.bus.queue_id import QueueId
 from toolmesh.bus.rabbitmq_errors import (
@@ -84,6 +87,17 @@ log = logging.getLogger("toolmesh.bus.rabbitmq")
 
 #: seconds a consumer's cancel may take (the connection can drop while it is under way)
 CANCEL_TIMEOUT = 5.0
+#: the header of a message delivered again that says how many times, this one included
+#: (:meth:`RabbitMQSubscription._count`)
+DELIVERIES_HEADER = "x-toolmesh-deliveries"
+
+
+def _deliveries(header: str | None) -> int:
+    """The deliveries a message's :data:`DELIVERIES_HEADER` counts (1: none counted yet)."""
+    try:
+        return max(int(header), 1) if header is not None else 1
+    except ValueError:
+        return 1
 
 
 def exchange_name(queue: QueueId) -> str:
@@ -141,6 +155,8 @@ class RabbitMQSubscription:
         self._idle: asyncio.Future[None] | None = None
         self._closed = False
         self._recovery: asyncio.Task[None] | None = None
+        #: the handlers running on tasks of their own (see _on_delivery)
+        self._handling: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self._channel.reopen_callbacks.add(self._on_reopen)
@@ -190,31 +206,78 @@ class RabbitMQSubscription:
             # it to another consumer once this channel is closed
             return
         delivery = cast(spec.Basic.Deliver, delivered.delivery)
-        message = Message(delivered.body, string_properties(delivered.header.properties.headers))
-        if self._inline:
-            outcome = run_inline(cast(InlineHandler, self._handler), message, self._counts,
-                                 redelivered=bool(delivery.redelivered))
-        else:
-            self._running += 1
-            try:
-                outcome = await run_handler(cast(Handler, self._handler), message, self._counts,
-                                            redelivered=bool(delivery.redelivered))
-            finally:
-                self._running -= 1
-                if not self._running and self._idle is not None and not self._idle.done():
-                    self._idle.set_result(None)
+        properties = string_properties(delivered.header.properties.headers)
+        deliveries = _deliveries(properties.pop(DELIVERIES_HEADER, None))
+        if delivery.redelivered:
+            deliveries += 1
+        message = Message(delivered.body, properties)
+        if self._inline and not (delivery.redelivered and self.queue.shared):
+            self._settle(delivered, run_inline(cast(InlineHandler, self._handler), message,
+                                               self._counts, deliveries=deliveries))
+            return
+        # On a task of its own, not aiormq's: aiormq cancels the tasks of a channel that
+        # closes, and a handler cut short by a lost connection leaves its work half done —
+        # a tool's side effect among it — while the broker hands the message over again.
+        # Run to its end, it answers (once the connection is back) and a repeat can find
+        # its result (the tool-service SDK's dedupe, the agent's journal).
+        self._running += 1
+        task = asyncio.get_running_loop().create_task(
+            self._handle(delivered, message, deliveries))
+        self._handling.add(task)
+        task.add_done_callback(self._handling.discard)
+
+    async def _handle(self, delivered: DeliveredMessage, message: Message,
+                      deliveries: int) -> None:
+        try:
+            if cast(spec.Basic.Deliver, delivered.delivery).redelivered and self.queue.shared:
+                outcome = await self._count(delivered, message, deliveries)
+            else:
+                outcome = await run_handler(cast(Handler, self._handler), message,
+                                            self._counts, deliveries=deliveries)
+        finally:
+            self._running -= 1
+            if not self._running and self._idle is not None and not self._idle.done():
+                self._idle.set_result(None)
+        self._settle(delivered, outcome)
+
+    def _settle(self, delivered: DeliveredMessage, outcome: Outcome) -> None:
         channel = cast(aiormq.Channel, delivered.channel)
         if channel.is_closed:
             # The broker redelivers unacknowledged messages once the channel is back.
             log.warning("could not settle a message from %s (the channel closed); the broker "
                         "will redeliver it", self.queue)
             return
-        tag = cast(int, delivery.delivery_tag)
+        tag = cast(int, cast(spec.Basic.Deliver, delivered.delivery).delivery_tag)
         if outcome == "ack":
             frame = settle_frame(channel.number, ACK, tag, 0)
         else:  # requeue, or drop
             frame = settle_frame(channel.number, REJECT, tag, outcome == "requeue")
         self._bus.outbox.write(channel, frame)
+
+    async def _count(self, delivered: DeliveredMessage, message: Message,
+                     deliveries: int) -> Outcome:
+        """A message the broker delivers again: its count goes with it, before it is handled.
+
+        A classic queue says only that a message was delivered before, not how often, so a
+        consumer that keeps losing it (a connection that keeps dropping, a process killed on
+        it each time) would get it for ever. The count travels in a copy instead: the copy
+        goes to the back of the same queue with :data:`DELIVERIES_HEADER`, and the original is
+        acknowledged once the broker confirmed the copy. A copy that cannot be published
+        leaves the count uncounted: the message is handled now, counted as far as known."""
+        headers = {**message.properties, DELIVERIES_HEADER: str(deliveries)}
+        mode = delivered.header.properties.delivery_mode or (2 if self.queue.persistent else 1)
+        try:
+            await self._bus.publish(self.queue, "", delivered.body, headers, mode,
+                                    routing_key=self._amqp_queue.name)
+        except BusError as e:
+            log.warning("could not count a message from %s delivered again (%s); handling "
+                        "it now", self.queue, e.message)
+            if self._inline:
+                return run_inline(cast(InlineHandler, self._handler), message, self._counts,
+                                  deliveries=deliveries)
+            return await run_handler(cast(Handler, self._handler), message, self._counts,
+                                     deliveries=deliveries)
+        return "ack"
 
     async def close(self) -> None:
         if self._closed:
@@ -344,22 +407,24 @@ class RabbitMQBus(BusLifecycle[RabbitMQSubscription]):
 
     async def publish(self, queue: QueueId, exchange: str, body: bytes,
                       headers: Mapping[str, str] | None, delivery_mode: int, *,
-                      mandatory: bool = False) -> None:
+                      mandatory: bool = False, routing_key: str = "") -> None:
         """Publish to ``exchange`` (declared by :meth:`producer`) and wait for the broker's
         confirmation, waiting out a reconnection if the connection is down.
 
         ``mandatory``: :class:`NoConsumer` when no queue is bound to the exchange (the broker
         returns the message). A bound queue keeps the message until a consumer comes, so that
-        is not an error here.
+        is not an error here. ``routing_key``: the queue a publish to the default exchange
+        (``""``) goes to.
         """
         self._check_open(queue)
         publisher = self._publisher
         try:
             try:
-                await publisher.publish(exchange, body, headers, delivery_mode, mandatory)
+                await publisher.publish(exchange, body, headers, delivery_mode, mandatory,
+                                        routing_key)
             except CONNECTION_ERRORS as e:
                 await self._retrying(queue, lambda: publisher.publish(
-                    exchange, body, headers, delivery_mode, mandatory), failed=e)
+                    exchange, body, headers, delivery_mode, mandatory, routing_key), failed=e)
         except aiormq.exceptions.PublishError as e:
             raise NoConsumer(f"nothing consumes {queue}: no queue is bound to exchange "
                              f"{exchange!r} ({e})") from None

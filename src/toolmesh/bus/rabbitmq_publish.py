@@ -113,8 +113,9 @@ class Publisher:
         #: message ids of mandatory publishes (a return names its publish by it)
         self._id_prefix = f"tm-{uuid.uuid4().hex[:12]}-"
         self._ids = itertools.count(1)
-        #: the marshalled Basic.Publish frames by (channel number, exchange, mandatory)
-        self._publish_frames: dict[tuple[int, str, bool], bytes] = {}
+        #: the marshalled Basic.Publish frames by (channel number, exchange, mandatory,
+        #: routing key)
+        self._publish_frames: dict[tuple[int, str, bool, str], bytes] = {}
 
     async def channel(self) -> aiormq.Channel:
         channel = self._channel
@@ -129,20 +130,22 @@ class Publisher:
         return channel
 
     async def publish(self, exchange: str, body: bytes, headers: Mapping[str, str] | None,
-                      delivery_mode: int, mandatory: bool) -> None:
+                      delivery_mode: int, mandatory: bool, routing_key: str = "") -> None:
         """Publish and wait for the broker's confirmation; ``PublishError`` if it returns a
-        mandatory publish, a connection error if the channel closes first."""
+        mandatory publish, a connection error if the channel closes first. ``routing_key``:
+        for the default exchange (``""``), the queue it goes to."""
         channel = self._channel
         if channel is None or channel.is_closed:
             channel = await self.channel()
         number = channel.number
-        key = (number, exchange, mandatory)
+        key = (number, exchange, mandatory, routing_key)
         publish = self._publish_frames.get(key)
         if publish is None:
             if len(self._publish_frames) > 4096:
                 self._publish_frames.clear()
             publish = self._publish_frames[key] = pamqp.frame.marshal(
-                spec.Basic.Publish(exchange=exchange, routing_key="", mandatory=mandatory), number)
+                spec.Basic.Publish(exchange=exchange, routing_key=routing_key,
+                                   mandatory=mandatory), number)
         message_id = f"{self._id_prefix}{next(self._ids)}" if mandatory else None
         header = content_header(number, len(body), headers, delivery_mode, message_id)
         # what aiormq's basic_publish does under its lock; nothing here awaits in between

@@ -11,6 +11,11 @@ Deadlines: a request that says how long its caller waits (:mod:`toolmesh.rpc.dea
 handled under that deadline — calls made for it end sooner, and a handler still running when
 it passes is cancelled with a ``timeout`` error response (nobody waits for its answer).
 
+Redelivery is bounded: a request the bus has delivered more than ``max_deliveries`` times
+(each time its handling was cut short: the connection to the broker lost, the service
+killed) is answered with a ``too-many-deliveries`` error instead of being handled again
+(:func:`toolmesh.bus.delivery.deliveries`).
+
 Stopping drains: no new requests are taken, those in hand get ``drain_timeout`` seconds to
 finish, then are cancelled with a ``service-stopping`` error response, so callers hear at once
 instead of waiting out their deadlines, and the process exits in bounded time.
@@ -31,6 +36,7 @@ from types import TracebackType
 from typing import Any
 
 import toolmesh.coroutines as coroutines
+from toolmesh.bus import delivery
 from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subscription
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, ToolmeshError
@@ -39,6 +45,8 @@ from toolmesh.telemetry import metrics, processors, tracing
 
 #: seconds the requests in hand get to finish when a service stops
 DEFAULT_DRAIN_TIMEOUT = 10.0
+#: the deliveries of one request a service handles at most (0: no limit)
+DEFAULT_MAX_DELIVERIES = 5
 
 log = logging.getLogger("toolmesh.service")
 
@@ -116,9 +124,12 @@ class Service(ABC):
         subscription: str,
         concurrency: int = DEFAULT_CONCURRENCY,
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        max_deliveries: int = DEFAULT_MAX_DELIVERIES,
     ) -> None:
         self.bus = bus
         self.drain_timeout = drain_timeout
+        #: a request delivered more often than this is refused, not handled (0: no limit)
+        self.max_deliveries = max_deliveries
         self.request_queue = parse_queue_id(request_queue)
         self.response_queue = parse_queue_id(response_queue)
         self.subscription = subscription
@@ -208,6 +219,10 @@ class Service(ABC):
         request_id = properties.get("id")
         reply: Reply = functools.partial(
             producer.send, properties={"id": request_id} if request_id is not None else {})
+        count = delivery.deliveries()
+        if count > 1 and 0 < self.max_deliveries < count:
+            await self._refuse_redelivery(request_id, count, reply)
+            return
         try:
             request = message.json()
             if type(request) is not dict:
@@ -258,6 +273,22 @@ class Service(ABC):
                     tracing.failed(span, error["type"])
         self._counts.finished(None if error is None else error["type"],
                               time.perf_counter() - started)
+
+    async def _refuse_redelivery(self, request_id: str | None, count: int,
+                                 reply: Reply) -> None:
+        """Answer a request delivered too often with an error, and handle it no more."""
+        log.warning("request %s on %s was delivered %d times (at most %d are handled): "
+                    "answered with an error, not handled again", request_id,
+                    self.request_queue, count, self.max_deliveries)
+        self._counts.finished("too-many-deliveries", 0.0)
+        if request_id is None:
+            return
+        await reply(self.error_response({
+            "type": "too-many-deliveries",
+            "message": f"{type(self).__name__} got this request {count} times; each time "
+                       "its handling was cut short (the connection to the broker lost, or "
+                       f"the service stopped), and after {self.max_deliveries} it is not "
+                       "handled again; send it anew if it should still run"}))
 
     async def _waiting(self, handling: Coroutine[Any, Any, None], waits_on: Any,
                        due: float | None, request_id: str | None, timeout: float | None,
