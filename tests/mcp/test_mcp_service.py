@@ -91,7 +91,8 @@ def item(server: ServerProcess, remote_name: str, **extra: Any) -> dict[str, Any
 async def test_a_calls_idempotency_key_reaches_the_server_in_its_meta(
         stack: Stack, http: ServerProcess) -> None:
     """The agent's key for a call (docs/dialogs.md) goes to the MCP server in ``_meta``,
-    with or without progress; a call without one sends none."""
+    with or without progress; a call without one is named by its request's id (the same on
+    each delivery), and a caller's plain ``idempotency-key`` goes as it is."""
     await stack.put({"meta": item(http, "meta")})
     plain = json.loads(await stack.client.invoke("meta", {}, timeout=20, key="d1/1/call_1"))
     assert plain["io.toolmesh/idempotency-key"] == "d1/1/call_1"
@@ -105,7 +106,10 @@ async def test_a_calls_idempotency_key_reaches_the_server_in_its_meta(
     # the SDK's own entry is kept beside ours (its server side names it in snake case)
     assert "progressToken" in followed or "progress_token" in followed
     none = json.loads(await stack.client.invoke("meta", {}, timeout=20))
-    assert "io.toolmesh/idempotency-key" not in none
+    assert none["io.toolmesh/idempotency-key"].startswith("request:")
+    plain = await stack.client._rpc.request({"name": "meta", "parameters": {},
+                                             "idempotency-key": "gw/k1"}, timeout=20)
+    assert json.loads(plain["text"])["io.toolmesh/idempotency-key"] == "gw/k1"
 
 
 async def test_calls_and_discovery_on_trustgraphs_wire(stack: Stack, http: ServerProcess) -> None:

@@ -38,6 +38,7 @@ from toolmesh.config.service import (
     DEFAULT_WORKSPACE,
 )
 from toolmesh.errors import RequestError, RequestTimeout, ToolmeshError
+from toolmesh.gateway import call_keys
 from toolmesh.gateway.access import IDENTITY, AccessPolicy, check_exposure, request_workspace
 from toolmesh.gateway.auth import Auth, Identity
 from toolmesh.gateway.bounds import BodyBudget, Bounds, CappedSite
@@ -511,6 +512,9 @@ class Gateway:
             request = await self.call_approval.admit(
                 endpoint.name, request, workspace=request_workspace(request, workspace),
                 flow=flow, caller=caller)
+            # a call of a tool goes with its idempotency key (the client's, or one made now)
+            request = call_keys.with_key(endpoint.name, request,
+                                         caller=caller.id if caller is not None else "local")
             scope = asyncio.timeout(timeout)
             loop = asyncio.get_running_loop()
             try:

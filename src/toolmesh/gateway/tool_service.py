@@ -5,7 +5,11 @@ Request (REST ``POST /api/v1/flow/{flow}/service/tool-service`` or a WebSocket f
 
     {"id": "<key of a tool-service config item>",
      "config": {...} | "<JSON text>", "arguments": {...} | "<JSON text>",
-     "user"?: str, "timeout"?: seconds, "streaming"?: bool, "workspace"?: str}
+     "user"?: str, "timeout"?: seconds, "streaming"?: bool, "workspace"?: str,
+     "idempotency-key"?: str}
+
+(``idempotency-key``: the client's name for the call, the same on each retry; the gateway
+sends one either way: :mod:`toolmesh.gateway.call_keys`.)
 
 Responses: ``{"response": "<text>", "end_of_stream": bool}`` — one per response of the tool
 service when streaming (the WebSocket default), else one with the whole observation (REST);
@@ -38,7 +42,7 @@ from toolmesh.registry.registry import Registry
 from toolmesh.rpc.pool import ClientPool
 from toolmesh.schema.json_object import json_object
 from toolmesh.schema.json_text import loads
-from toolmesh.schema.tool_service import DEFAULT_USER
+from toolmesh.schema.tool_service import DEFAULT_USER, IDEMPOTENCY_KEY
 from toolmesh.tools.client import ToolServiceClient
 from toolmesh.tools.queues import resolve_queues
 
@@ -62,6 +66,8 @@ class ToolServiceCall:
     user: str = DEFAULT_USER
     timeout: float = DEFAULT_CALL_TIMEOUT
     streaming: bool = True
+    #: the call's idempotency key (the gateway puts one in every request: .call_keys)
+    key: str | None = None
 
     @classmethod
     def parse(cls, request: Mapping[str, Any], *, max_timeout: float) -> ToolServiceCall:
@@ -90,8 +96,11 @@ class ToolServiceCall:
         streaming = request.get("streaming", True)
         if not isinstance(streaming, bool):
             raise _bad("'streaming' must be true or false")
+        key = request.get(IDEMPOTENCY_KEY)
+        if key is not None and not isinstance(key, str):
+            raise _bad(f"'{IDEMPOTENCY_KEY}' must be a string, not {type(key).__name__}")
         return cls(id=id, config=config, arguments=arguments, user=user,
-                   timeout=float(timeout), streaming=streaming)
+                   timeout=float(timeout), streaming=streaming, key=key or None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,12 +235,12 @@ class ToolServiceEndpoint:
             if call.streaming:
                 async for text, final in client.responses(
                         user=call.user, config=call.config, arguments=call.arguments,
-                        timeout=call.timeout, workspace=workspace):
+                        timeout=call.timeout, workspace=workspace, key=call.key):
                     yield {"response": text, "end_of_stream": final}, final
             else:
                 text = await client.call(user=call.user, config=call.config,
                                          arguments=call.arguments, timeout=call.timeout,
-                                         workspace=workspace)
+                                         workspace=workspace, key=call.key)
                 yield {"response": text, "end_of_stream": True}, True
         except RequestTimeout as e:
             raise RequestTimeout(f"tool service {call.id!r} did not answer: {e.message}") from None

@@ -19,6 +19,12 @@ Sampling requests of servers whose item allows it go to the text-completion serv
 caller as ``{..., "elicitation": REQUEST, "end_of_stream": false}`` when it streams, and
 wait for the person's answer (:mod:`toolmesh.mcp.elicitation`).
 
+Idempotency keys: a dialog's call carries its key in ``io.toolmesh/idempotency-key``
+(``DIALOG/STEP/CALL``: the server's questions then go to that dialog's person); any other
+caller's in ``idempotency-key`` (the gateway sends one with every call). A request with
+neither is named by its own id (the same on each delivery). The key reaches the server in the
+call's ``_meta``, as ``io.toolmesh/idempotency-key`` (:mod:`toolmesh.mcp.meta`).
+
 When a server's tools change (it sent ``notifications/tools/list_changed``, refused a call's
 arguments, or its ``mcp`` item changed or went) the service says so on its notify queue
 (:mod:`toolmesh.mcp.notices`); a call whose arguments the server refused fails with type
@@ -70,7 +76,8 @@ from toolmesh.mcp.sampling import DEFAULT_TIMEOUT as SAMPLING_TIMEOUT
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.sessions import SessionPool
 from toolmesh.rpc.client import RequestClient, RpcClient
-from toolmesh.rpc.service import Reply, Service
+from toolmesh.rpc.service import Reply, Service, current_request_id
+from toolmesh.schema.tool_service import IDEMPOTENCY_KEY as CALL_KEY
 from toolmesh.schema.json_object import json_object
 
 log = logging.getLogger("toolmesh.mcp.service")
@@ -288,14 +295,15 @@ class McpToolService(Service):
             # progress moves the deadline and may be streamed back (mcp/progress.py)
             progress = call_progress(request, timeout=timeout, default_max=self.max_call_timeout,
                                      reply=reply)
-            key = request.get(IDEMPOTENCY_KEY)
-            key = key if isinstance(key, str) else None
+            key = request.get(IDEMPOTENCY_KEY)  # a dialog's call: its person is asked
+            key = key if isinstance(key, str) and key else None
             # a question of the server goes to the caller, when it streams (elicitation.py)
             asking = Asking(key=key, workspace=workspace, left=progress.left,
                             hold=progress.hold,
                             send=reply if request.get("progress") is True else None)
             result = await self.pool.call_tool(server, parameters, timeout=timeout,
-                                               progress=progress, key=key, asking=asking)
+                                               progress=progress, key=key or _call_key(request),
+                                               asking=asking)
             await progress.settled()
             await reply(self._result_response(server, result))
         else:
@@ -325,6 +333,16 @@ class McpToolService(Service):
                 raise InvalidArguments(message)
             raise ServiceError(message, type="tool-error")
         return response(text=result.text, object=result.object)
+
+
+def _call_key(request: Mapping[str, Any]) -> str | None:
+    """The idempotency key of a call that is not a dialog's: the caller's
+    (``idempotency-key``), else the request's own id, the same on each delivery of it."""
+    key = request.get(CALL_KEY)
+    if isinstance(key, str) and key:
+        return key
+    request_id = current_request_id()
+    return None if request_id is None else f"request:{request_id}"
 
 
 class McpToolClient(RpcClient):

@@ -42,7 +42,7 @@ from toolmesh.bus.base import Bus
 from toolmesh.config.workspaces import request_workspace
 from toolmesh.errors import ServiceError
 from toolmesh.mcp_endpoint.catalog import GROUPS, catalog
-from toolmesh.rpc.service import Reply, Service
+from toolmesh.rpc.service import Reply, Service, current_request_id
 from toolmesh.schema.agent import DEFAULT_USER
 
 TOOL_CALLS_REQUEST_QUEUE = "request:tg:tool-calls:default"
@@ -124,11 +124,11 @@ class ToolCallsService(Service):
             await reply({"progress": {"progress": pieces, "total": None, "message": text},
                          "end_of_stream": False})
 
-        # an idempotency key of its own (the caller's, if it gave one): a tool service that
-        # gets this call twice from the bus can tell
+        # an idempotency key of its own (the caller's, if it gave one; else this request's
+        # id, the same on each delivery): a tool service that gets this call twice can tell
         key = request.get("key")
         if not isinstance(key, str) or not key:
-            key = f"tool-calls/{uuid.uuid4().hex}"
+            key = f"tool-calls/{current_request_id() or uuid.uuid4().hex}"
         outcome = await self.runner.run(name, arguments, offered, user=user, emit=emit,
                                         tally=DialogTally(), key=key, permit=permit,
                                         parts=part if streaming else None)

@@ -50,7 +50,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from toolmesh import __version__
 from toolmesh.bus.base import Bus, Message, Subscription
 from toolmesh.config.service import CONFIG_PUSH_QUEUE
-from toolmesh.errors import MalformedMessage, RequestError
+from toolmesh.errors import MalformedMessage, RequestError, ServiceError
+from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp_endpoint.approval import Ask, asker, defer
 from toolmesh.mcp_endpoint.asgi import serve
 from toolmesh.mcp_endpoint.calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
@@ -66,6 +67,7 @@ from toolmesh.mcp_endpoint.session_table import (
 )
 from toolmesh.registry.registry import Registry
 from toolmesh.rpc.client import RequestClient
+from toolmesh.schema.tool_service import client_key
 
 log = logging.getLogger("toolmesh.mcp_endpoint")
 
@@ -153,8 +155,8 @@ class McpEndpoint:
         self._stopping = asyncio.Event()
         #: workspace -> the connections that listed its tools (told when they change)
         self._sessions: dict[str, weakref.WeakSet[Any]] = {}
-        self._fast = FastCalls(lambda caller, name, arguments: self.call(
-            caller, name, arguments, ask=defer))
+        self._fast = FastCalls(lambda caller, name, arguments, key: self.call(
+            caller, name, arguments, ask=defer, key=key))
 
     async def start(self) -> None:
         await self._rpc.start()
@@ -367,24 +369,35 @@ class McpEndpoint:
                 related_request_id=ctx.request_id)
 
         caller = _caller(ctx)
+        try:
+            key = client_key(_meta_entry(ctx.meta, IDEMPOTENCY_KEY), field=IDEMPOTENCY_KEY)
+        except ServiceError as e:
+            return mcp_types.CallToolResult(
+                content=[mcp_types.TextContent(type="text", text=f"_meta: {e.message}")],
+                is_error=True)
         text, is_error = await self.call(caller, params.name, dict(params.arguments or {}),
                                          progress=progress if token is not None else None,
-                                         ask=asker(ctx, caller))
+                                         ask=asker(ctx, caller), key=key)
         return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
                                         is_error=is_error)
 
     async def call(self, caller: Caller, name: str, arguments: dict[str, Any], *,
                    progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-                   ask: Ask | None = None) -> tuple[str, bool]:
+                   ask: Ask | None = None, key: str | None = None) -> tuple[str, bool]:
         """Call tool ``name`` as ``caller``, through the agent: its text and whether it failed.
+        ``key``: the client's idempotency key for the call (its ``_meta``
+        ``io.toolmesh/idempotency-key``; ``None``: one is made), sent under the caller's id.
         ``progress``: told each progress report (``progress``, ``total``, ``message``);
         ``ask``: asks the caller's person to approve a call that needs it (:mod:`.approval`;
         ``None``: no one can be asked, the call is refused)."""
         if not caller.may_invoke:
             return "this token may not call tools (it lacks tools:invoke)", True
+        who = caller.identity.id if caller.identity is not None else "local"
         body = {"operation": "call", "workspace": caller.workspace, "name": name,
                 "arguments": arguments, "progress": progress is not None,
-                "ask": ask is not None}
+                "ask": ask is not None,
+                # one key for the call, the approved attempt after a person's yes included
+                "key": f"{who}/{key if key is not None else 'mcp-' + uuid.uuid4().hex}"}
         try:
             final = await self._stream(body, progress)
             asked = final.get("approval")
@@ -431,6 +444,15 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
     if not isinstance(caller, Caller):  # not through the gateway's route: refuse everything
         return Caller(_Nobody(), "")
     return caller
+
+
+def _meta_entry(meta: Any, name: str) -> Any:
+    """Entry ``name`` of a call's ``_meta`` (the SDK gives a mapping or a model whose extra
+    fields hold the names it does not know)."""
+    if isinstance(meta, dict):
+        return meta.get(name)
+    extra = getattr(meta, "model_extra", None)
+    return extra.get(name) if isinstance(extra, dict) else None
 
 
 def _progress_token(meta: Any) -> str | int | None:

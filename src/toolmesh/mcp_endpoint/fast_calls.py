@@ -29,7 +29,10 @@ from typing import Any
 from aiohttp import web
 
 from toolmesh import json_codec
+from toolmesh.errors import ServiceError
+from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp_endpoint.approval import Deferred
+from toolmesh.schema.tool_service import client_key
 
 #: the revisions whose ``tools/call`` result this answers with (the header names one)
 REVISIONS = frozenset({"2025-06-18", "2025-11-25"})
@@ -39,8 +42,9 @@ MAX_SESSIONS = 10_000
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 
-#: makes the call: ``(caller, name, arguments)`` → ``(text, is_error)``
-Call = Callable[[Any, str, dict[str, Any]], Awaitable[tuple[str, bool]]]
+#: makes the call: ``(caller, name, arguments, key)`` → ``(text, is_error)``; ``key``: the
+#: client's idempotency key (its ``_meta`` ``io.toolmesh/idempotency-key``), if it gave one
+Call = Callable[[Any, str, dict[str, Any], str | None], Awaitable[tuple[str, bool]]]
 
 
 class FastCalls:
@@ -95,10 +99,13 @@ class FastCalls:
                 or (meta is not None and not isinstance(meta, dict))
                 or (meta and "progressToken" in meta)):
             return None  # malformed, or progress wanted: the SDK answers
+        given = meta.get(IDEMPOTENCY_KEY) if meta else None
+        if given is not None and not _key(given):
+            return None  # the SDK's path says what is wrong with it
         key = (session, id)
         if key in self._running:
             return None  # a request id still in use: the SDK says what is wrong
-        task = asyncio.ensure_future(self._call(caller, name, arguments))
+        task = asyncio.ensure_future(self._call(caller, name, arguments, given))
         self._running[key] = task
         try:
             text, is_error = await task
@@ -136,3 +143,11 @@ def _accepts_json(request: web.Request) -> bool:
     # the SDK asks a POST to accept both (a client may get either); one JSON body is answered
     accept = request.headers.get("Accept", "")
     return "application/json" in accept and "text/event-stream" in accept
+
+
+def _key(value: Any) -> bool:
+    """Whether ``value`` is a key a client may give (:func:`client_key` says why not)."""
+    try:
+        return client_key(value) is not None
+    except ServiceError:
+        return False

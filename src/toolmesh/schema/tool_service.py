@@ -20,6 +20,23 @@ DEFAULT_USER = "trustgraph"
 
 #: the request field carrying a call's idempotency key (docs/dialogs.md)
 IDEMPOTENCY_KEY = "idempotency-key"
+#: the most characters of a key a client gives (the gateway's routes, ``/mcp``)
+MAX_KEY = 200
+
+
+def client_key(value: Any, *, field: str = IDEMPOTENCY_KEY) -> str | None:
+    """A client's idempotency key (``None``: it gave none), or a ``bad-request``
+    :class:`ServiceError` unless it is a string of 1 to :data:`MAX_KEY` printable
+    characters."""
+    if value is None:
+        return None
+    if isinstance(value, str) and 0 < len(value) <= MAX_KEY and value.isprintable():
+        return value
+    shown = (repr(value) if len(value) <= 40 else f"{len(value)} characters") \
+        if isinstance(value, str) else f"a {type(value).__name__}"
+    raise ServiceError(f"'{field}' must be a string of 1 to {MAX_KEY} printable characters "
+                       f"naming the call (the same on each retry), not {shown}",
+                       type="bad-request")
 
 
 def request(*, user: str, config: Mapping[str, Any], arguments: Mapping[str, Any],

@@ -466,6 +466,12 @@ APPROVED = text("the digest of this exact call, sent by a token that may `approv
                 "call whose approval policy asks a person (without it such a call is refused "
                 "403 `approval-required`, which names the digest)")
 
+IDEMPOTENCY_KEY = text("the client's name for this call (printable characters), sent again "
+                       "with each retry of it: a tool service written with toolmesh's SDK "
+                       "runs a call once per key (an MCP server gets it in the call's "
+                       "`_meta`); without one the gateway makes one per request "
+                       "(docs/dialogs.md)", minLength=1, maxLength=200)
+
 
 def mcp_tool_schemas() -> dict[str, Schema]:
     return {
@@ -475,6 +481,7 @@ def mcp_tool_schemas() -> dict[str, Schema]:
                 "name": text("the id of an `mcp` config item", minLength=1),
                 "parameters": _object_or_jsontext("the tool's arguments"),
                 "approved": APPROVED,
+                "idempotency-key": IDEMPOTENCY_KEY,
                 "operation": {"enum": ["invoke", "call", "describe", "list-tools"],
                               "default": "invoke",
                               "description": "`describe` answers `object` = the JSON text of "
@@ -522,6 +529,7 @@ def tool_service_schemas() -> dict[str, Schema]:
                 "config": _object_or_jsontext("the tool's config (its config-params)"),
                 "arguments": _object_or_jsontext("the call's arguments"),
                 "approved": APPROVED,
+                "idempotency-key": IDEMPOTENCY_KEY,
                 "user": text("the user the call runs for (default `trustgraph`)"),
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
                             "description": "seconds to wait for the service (default 60; at "
