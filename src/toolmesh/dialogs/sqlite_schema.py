@@ -131,7 +131,8 @@ WRITES = ("SELECT first, at, entries FROM toolmesh_dialog_writes WHERE dialog = 
 
 def create(db: sqlite3.Connection) -> bool:
     """Create the tables if missing, moving a journal of the first layout (a row per entry,
-    keyed by the dialog's id) into them, in one transaction. ``True``: a journal was moved."""
+    keyed by the dialog's id) into them, and adding ``folded`` to one written before questions
+    were stored once, in one transaction. ``True``: a journal was moved."""
     db.execute("BEGIN IMMEDIATE")
     try:
         moved = _first_layout(db)
