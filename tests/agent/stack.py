@@ -110,14 +110,17 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                       coalescing: Coalescing | None = None,
                       journal: DialogJournal | None = None,
                       queues_of: str | None = None,
-                      take_up: bool = False) -> AsyncIterator[Stack]:
+                      take_up: bool = False,
+                      abandon_unread: bool = False) -> AsyncIterator[Stack]:
     """The services an agent needs, on ``backend``. ``joke``: run the joke service (its
     config items come with :meth:`Stack.load_jokes`); ``announce``: it announces itself;
     ``announcements``: the agent listens to announcements; ``coalescing``: how the
     text-completion service and the agent gather a stream's pieces (default: theirs);
     ``journal``: where the agent records its dialogs; ``queues_of``: the topic of an earlier
     stack whose queues and config this one takes over (an agent restarted); ``take_up``: the
-    agent takes up, as it starts, the dialogs its journal holds as running."""
+    agent takes up, as it starts, the dialogs its journal holds as running — all of them (a
+    test's client lives on), or with ``abandon_unread`` only those a person takes part in,
+    as a restarted ``toolmesh serve`` does (its clients died with it)."""
     if coalescing is not None:
         options = dataclasses.replace(options, coalescing=coalescing)
     t = queues_of or backend.topic("stack")
@@ -168,6 +171,7 @@ async def agent_stack(backend: Backend, tmp_path: Path, llm: ScriptedLLM, *,
                              announcement_queues=announcement_queues,
                              announcements=announcements, journal=journal,
                              dialogs_queues=dialogs, take_up_unfinished=take_up,
+                             abandon_unread=abandon_unread,
                              approvals_queues=approvals,
                              approvals_notify_queue=f"notify:tg:{t}-approvals",
                              tool_calls_queues={"request_queue": f"request:tg:{t}-tool-calls",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -195,6 +196,38 @@ async def test_an_agent_that_died_mid_call_is_taken_up_where_it_stopped(
     dialog, entries = await journal.get("dialog-3") or (None, [])
     assert dialog is not None and dialog.status == "answer"
     assert [e.kind for e in entries] == ["reply", "result", "turn", "end"]
+
+
+async def test_after_a_restart_a_dialog_no_one_can_read_is_abandoned_not_run(
+        memory: Backend, tmp_path: Path, journal: DialogJournal,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """As a restarted `toolmesh serve` takes its dialogs up, one whose client died with the
+    process and in which no person takes part is marked abandoned: its call is not made
+    again for no one."""
+    caplog.set_level(logging.INFO, logger="toolmesh.agent")
+    llm = ScriptedLLM([ACT], rules=[FINISH])
+    body = {"question": "mail bob", "user": "alice"}
+    async with agent_stack(memory, tmp_path, llm, journal=journal) as first:
+        async with mailer(first, hold=True) as m:
+            dying = asyncio.ensure_future(deliver(first, "dialog-9", body))
+            async with asyncio.timeout(10):
+                await m.entered.wait()
+            dying.cancel()
+            await cut_short(first)
+            prompts_before = len(llm.prompts)
+            async with agent_stack(memory, tmp_path, llm, journal=journal,
+                                   queues_of=first.topic, take_up=True, abandon_unread=True):
+                async with asyncio.timeout(10):
+                    while (await journal.get("dialog-9") or (None,))[0].status == RUNNING:
+                        await asyncio.sleep(0.02)
+            m.gate.set()
+    dialog, entries = await journal.get("dialog-9") or (None, [])
+    assert dialog is not None and dialog.status == "abandoned"
+    assert [e.kind for e in entries] == ["reply", "end"]
+    assert entries[-1].body["message"]["error"]["type"] == "abandoned"
+    assert len(m.attempts) == 1  # the call in flight when the process died, not again
+    assert len(llm.prompts) == prompts_before
+    assert "dialog dialog-9 is not taken up: its client's connection died" in caplog.text
 
 
 async def test_a_call_whose_result_was_recorded_is_never_made_again(

@@ -20,6 +20,7 @@ from toolmesh.agent.status_service import AgentToolsService
 from toolmesh.agent.tools.context import ClientPool
 from toolmesh.agent.toolset import WATCHED_TYPES, ToolSet, build_toolset
 from toolmesh.approvals import ApprovalGate, ApprovalsService
+from toolmesh.approvals.wire import ANSWER_ENTRY, REQUEST_ENTRY
 from toolmesh.bus.base import Bus
 from toolmesh.bus.delivery import redelivered
 from toolmesh.config.client import ConfigSnapshot
@@ -56,7 +57,12 @@ class AgentService(Service):
     again (the agent that had it died) takes its dialog up from the last recorded step.
     ``take_up_unfinished``: at start, take up the dialogs the journal holds as running whose
     client may still wait — for a bus that does not deliver requests again (the memory bus
-    of one ``toolmesh serve``, which died with them).
+    of one ``toolmesh serve``, which died with them). ``abandon_unread``: of those, run on
+    only the dialogs someone can still read the outcome of — a person took part (a call
+    asked for approval, or a server's question: they answer through ``toolmesh approvals``
+    and read it with ``toolmesh dialogs show``) — and mark the others abandoned, as for a
+    client that gave up: their clients' connections died with the process, and their calls
+    would be made again for no one (docs/dialogs.md).
     """
 
     error_type = "agent-error"
@@ -73,6 +79,7 @@ class AgentService(Service):
                  announcements: bool = True,
                  announcement_queues: dict[str, str] | None = None,
                  journal: DialogJournal | None = None, take_up_unfinished: bool = False,
+                 abandon_unread: bool = True,
                  dialogs_queues: dict[str, str] | None = None,
                  approvals_queues: dict[str, str] | None = None,
                  approvals_notify_queue: str | None = None,
@@ -115,6 +122,7 @@ class AgentService(Service):
             workspace=workspace, **(services_queues or {}))
         self.journal = journal
         self.take_up_unfinished = take_up_unfinished
+        self.abandon_unread = abandon_unread
         #: answers which dialogs there were and what they did (`toolmesh dialogs`)
         self.dialogs = DialogsService(bus, journal, id=id, workspace=workspace,
                                       **(dialogs_queues or {}))
@@ -235,10 +243,10 @@ class AgentService(Service):
         await self._dialog(request, reply, current_request_id())
 
     async def _dialog(self, request: dict[str, Any], reply: Reply, id: str | None, *,
-                      taking_up: bool = False) -> None:
+                      taking_up: bool = False, orphaned: bool = False) -> None:
         """Run (or take up again) the dialog of ``request``, whose id is ``id``;
         ``taking_up``: one the journal holds as running (so may a request the broker says it
-        delivered before)."""
+        delivered before); ``orphaned``: its client is gone (see ``abandon_unread``)."""
         workspace = request_workspace(request, default=self.workspace)
         parsed = parse_request(request)
         await self._watcher.ensure(workspace)
@@ -256,12 +264,13 @@ class AgentService(Service):
         self._in_hand.add(id)
         try:
             await self._journaled(request, parsed, reply, workspace, id,
-                                  taking_up=taking_up or redelivered())
+                                  taking_up=taking_up or redelivered(), orphaned=orphaned)
         finally:
             self._in_hand.discard(id)
 
     async def _journaled(self, request: dict[str, Any], parsed: AgentRequest, reply: Reply,
-                         workspace: str, id: str, *, taking_up: bool) -> None:
+                         workspace: str, id: str, *, taking_up: bool,
+                         orphaned: bool = False) -> None:
         assert self.journal is not None
         opening: dict[str, Any] = {"workspace": workspace, "user": parsed.user,
                                    "question": parsed.question, "request": request,
@@ -283,6 +292,9 @@ class AgentService(Service):
             return
         resumed = resumption(begun.entries, state=parsed.state)
         if await self._settled(begun.dialog, resumed, begun.expired, reply):
+            return
+        if orphaned and not any(e.kind in (REQUEST_ENTRY, ANSWER_ENTRY) for e in begun.entries):
+            await self._abandon(id)
             return
         log.info("taking up dialog %s after step %d", id, resumed.steps)
         if resumed.pending is not None:
@@ -341,6 +353,14 @@ class AgentService(Service):
             log.warning("dialog %s is taken up without tool(s) %s, still not offered after "
                         "%g s", id, ", ".join(sorted(names)), TAKE_UP_GRACE)
 
+    async def _abandon(self, id: str) -> None:
+        """Mark a dialog nobody can read the outcome of abandoned, without running it."""
+        log.info("dialog %s is not taken up: its client's connection died with the process "
+                 "and no person takes part in it; marked abandoned", id)
+        await DialogLog(self.journal, id).end(self.error_response({
+            "type": ABANDONED, "message": "the dialog was not taken up after a restart: its "
+            "client was gone, and no person waited on it; ask again"}), steps=None)
+
     async def _timed_out(self, journal: DialogLog, reply: Reply | None) -> None:
         end = self.error_response({"type": "timeout", "message": "the dialog did not finish "
                                    "within its client's deadline"})
@@ -369,6 +389,7 @@ class AgentService(Service):
     async def _take_up(self, dialog: Dialog, reply: Reply) -> None:
         assert dialog.request is not None
         try:
-            await self._dialog(dialog.request, reply, dialog.id, taking_up=True)
+            await self._dialog(dialog.request, reply, dialog.id, taking_up=True,
+                               orphaned=self.abandon_unread)
         except Exception:  # a dialog of the past must not stop the agent from starting
             log.exception("dialog %s could not be taken up", dialog.id)
