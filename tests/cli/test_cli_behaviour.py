@@ -126,6 +126,8 @@ PART_OPTIONS = {
     "gateway": {"--host", "--port", "--token", "--token-file", "--allow-origin", "--allow-host",
                 "--insecure", "--no-workbench", "--startup-grace", "--deadline",
                 "--mcp-allow", "--mcp-deny",
+                # the direct routes refuse what a dialog would ask a person about
+                "--approval",
                 *(bound.flag for bound in options.GATEWAY_BOUNDS)},
     "agent": {"--flow", "--no-announcements", "--tool-calling", "--step-temperature",
               "--dialogs", "--dialogs-keep", "--dialogs-days", "--dialogs-max-bytes",
