@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers import Served, toolmesh_serve
-from toolmesh.cli import options
+from toolmesh.cli import once_options, options
 
 TOOLMESH = shutil.which("toolmesh")
 pytestmark = pytest.mark.skipif(TOOLMESH is None, reason="toolmesh is not installed")
@@ -120,7 +120,8 @@ def test_a_choice_nothing_resembles_lists_the_choices() -> None:
 
 #: a tool service's: its queues and id, and how it announces itself
 TOOL_SERVICE_OPTIONS = {"--topic", "--request-queue", "--response-queue", "--id",
-                        "--concurrency", "-w", "--announce-ttl", "--no-announcements"}
+                        "--concurrency", "-w", "--announce-ttl", "--no-announcements",
+                        "--dedupe", *(bound.flag for bound in once_options.DEDUPE_BOUNDS)}
 PART_OPTIONS = {
     "config": {"--config-store", "--mcp-stdio-allow"},
     "gateway": {"--host", "--port", "--token", "--token-file", "--allow-origin", "--allow-host",
@@ -147,8 +148,8 @@ PART_OPTIONS = {
     "wordtools:WordCount": TOOL_SERVICE_OPTIONS,
 }
 #: every part reads these
-PROCESS_OPTIONS = {"-h", "--bus", "--drain-timeout", "--log-level", "--metrics-port",
-                   "--metrics-host", "--metrics-token-file"}
+PROCESS_OPTIONS = {"-h", "--bus", "--drain-timeout", "--max-deliveries", "--log-level",
+                   "--metrics-port", "--metrics-host", "--metrics-token-file"}
 
 
 @pytest.mark.parametrize("part", PART_OPTIONS)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import traceback
 
     from toolmesh.bus import Bus
+    from toolmesh.tools.dedupe import DedupeStore
     from toolmesh.tools.service import DynamicToolService
 
 # DynamicToolService is imported where a class is checked against it, not here: every
@@ -226,16 +227,23 @@ def _check_definition(spec: str, cls: type[DynamicToolService],
                             type="usage-error") from None
 
 
-def build_tool_service(bus: Bus, spec: str, args: argparse.Namespace) -> DynamicToolService:
+def build_tool_service(bus: Bus, spec: str, args: argparse.Namespace, *,
+                       dedupe: DedupeStore | None = None) -> DynamicToolService:
     """The tool service ``spec`` names, on ``bus``, configured by ``args``; without
-    ``--topic``/``--id`` a class's :attr:`~DynamicToolService.definition` gives them."""
+    ``--topic``/``--id`` a class's :attr:`~DynamicToolService.definition` gives them.
+    ``dedupe``: where it keeps its completed calls (``None``: ``--dedupe off``), unless the
+    class opted out (:attr:`~DynamicToolService.dedupe_calls`)."""
     cls = checked_service_class(spec, args)
     topic, service_id = args.topic, args.id
+    once: dict[str, DedupeStore | bool] = {}
+    if cls.dedupe_calls:
+        once["dedupe"] = dedupe if dedupe is not None else False
     try:
         service = cls(bus, topic=topic, request_queue=args.request_queue,
                       response_queue=args.response_queue, id=service_id,
                       concurrency=args.concurrency, workspace=args.workspace,
-                      announce=not args.no_announcements, announce_ttl=args.announce_ttl)
+                      announce=not args.no_announcements, announce_ttl=args.announce_ttl,
+                      **once)
     except (TypeError, ValueError) as e:
         raise ToolmeshError(f"cannot construct {cls.__name__}: {e}", type="usage-error") from None
     log().info("%s (id %s): %s -> %s, %d at once", cls.__name__, service.id,

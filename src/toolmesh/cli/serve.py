@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from toolmesh.bus import DEFAULT_CONCURRENCY
-from toolmesh.cli import options, run_service
+from toolmesh.cli import once_options, options, run_service
 from toolmesh.config.stdio import StdioAllowList
 from toolmesh.errors import ToolmeshError
 from toolmesh.urls import mask_url
@@ -61,6 +61,8 @@ def add_parsers(commands: Any) -> None:
     options.add_mcp_addresses(p)
     options.add_deadlines(p)
     options.add_lifecycle(p)
+    once_options.MAX_DELIVERIES.add_to(p)
+    once_options.add_dedupe(p)
     options.add_log_level(p)
     options.add_metrics(p)
     options.add_announcements(p, what="configured tools only: the tool services do not "
@@ -82,6 +84,7 @@ def _add_process_options(parser: argparse.ArgumentParser) -> None:
     """The options every part run alone reads."""
     options.add_bus(parser)
     options.DRAIN_TIMEOUT.add_to(parser)
+    once_options.MAX_DELIVERIES.add_to(parser)
     options.add_log_level(parser)
     options.add_metrics(parser)
 
@@ -141,6 +144,7 @@ def add_run_parser(commands: Any) -> None:
         p = parts.add_parser(name, help=help, description=description)
         run_service.add_service_options(p)
         options.add_announcing(p)
+        once_options.add_dedupe(p)
         _add_process_options(p)
         p.set_defaults(run=run_part)
     parts.route("*:*", to=SERVICE_PART)
@@ -250,7 +254,8 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                                       response_queue=None, id=None,
                                       concurrency=DEFAULT_CONCURRENCY, workspace="default",
                                       announce_ttl=DEFAULT_TTL)
-        return run_service.build_tool_service(bus, part, args)
+        return run_service.build_tool_service(
+            bus, part, args, dedupe=await once_options.dedupe_store(args, stores))
     if part == "text-completion":
         from toolmesh.llm.service import TextCompletionService
 
@@ -371,7 +376,8 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
         register_secret(token)
         metrics_server = MetricsServer(host=args.metrics_host, port=args.metrics_port,
                                        token=token)
-    for url in (args.bus, getattr(args, "config_store", None), getattr(args, "dialogs", None)):
+    for url in (args.bus, getattr(args, "config_store", None), getattr(args, "dialogs", None),
+                getattr(args, "dedupe", None)):
         register_secret(_password(url))
     from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
 
@@ -391,6 +397,7 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
         for part in built:
             if isinstance(part, Service):
                 part.drain_timeout = args.drain_timeout
+                part.max_deliveries = args.max_deliveries
         if metrics_server is not None:
             # first: scrapes see the parts start, and the last of their stop
             built.insert(0, metrics_server)
