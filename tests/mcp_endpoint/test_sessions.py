@@ -95,17 +95,18 @@ async def test_sessions_in_use_are_kept_and_the_next_opening_is_refused_naming_t
     async with toolmesh_serve(tmp_path, "--token-mcp-sessions", "2",
                               extra_env={"TOOLMESH_GATEWAY_TOKEN": ADMIN}) as served:
         token = await create(served, "-w", "default", "-c", "tools:invoke")
-        async with httpx2.AsyncClient(timeout=30) as http, AsyncExitStack() as streams:
+        async with httpx2.AsyncClient(timeout=30) as http, AsyncExitStack() as first_stream, \
+                AsyncExitStack() as second_stream:
             first = await open_session(http, served, token)
             second = await open_session(http, served, token)
-            await streams.enter_async_context(streaming(served, token, first))
-            held = streaming(served, token, second)
-            await held.__aenter__()
+            await first_stream.enter_async_context(streaming(served, token, first))
+            await second_stream.enter_async_context(streaming(served, token, second))
             refused = await initialize(http, served, token)
             both = [await answers(http, served, token, s) for s in (first, second)]
-            await held.__aexit__(None, None, None)  # the second is idle again
-            await asyncio.sleep(0.2)  # the gateway hears the stream close
-            third = await initialize(http, served, token)
+            await second_stream.aclose()  # the second is idle again...
+            async with asyncio.timeout(10):  # ... once the gateway hears the stream close
+                while (third := await initialize(http, served, token)).status_code == 429:
+                    await asyncio.sleep(0.05)
             after = [await answers(http, served, token, s) for s in (first, second)]
     assert refused.status_code == 429
     error = refused.json()
@@ -119,12 +120,12 @@ async def test_sessions_in_use_are_kept_and_the_next_opening_is_refused_naming_t
 
 async def test_a_session_idle_past_the_limit_ends_and_one_in_use_does_not(
         tmp_path: Path) -> None:
-    async with toolmesh_serve(tmp_path, "--mcp-session-idle", "0.02") as served, \
+    async with toolmesh_serve(tmp_path, "--mcp-session-idle", "0.05") as served, \
             httpx2.AsyncClient(timeout=30) as http:
         idle = await open_session(http, served, "")
         used = await open_session(http, served, "")
         async with streaming(served, "", used):
-            await asyncio.sleep(2.5)  # twice the idle limit of 1.2 s
+            await asyncio.sleep(6)  # twice the idle limit of 3 s
             during = [await answers(http, served, "", s) for s in (idle, used)]
         fresh = await open_session(http, served, "")
         await asyncio.sleep(0.5)
