@@ -12,7 +12,10 @@ session. It prints:
 * the status of an ``initialize`` by the other tenant of ``default``, the ``ws2`` tenant and
   the admin afterwards (the bar: 200 each);
 * how long SIGTERM takes to end the process once the admin has opened ``--admin-sessions``
-  (2,000) more sessions, all idle.
+  (2,000; ``--quick`` 500) more sessions, all idle.
+
+The gateway's flags (scaled-down limits, say) follow ``--``:
+``python bench/mcp_sessions.py -- --token-mcp-sessions 8``.
 
     python bench/mcp_sessions.py [--attempts N] [--connections N] [--quick] [--json PATH]
         [-- SERVE_FLAGS...]
@@ -104,12 +107,15 @@ async def main() -> None:
                         help="initialize requests of the attacking token (default 10000; "
                              "--quick 2000)")
     parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--admin-sessions", type=int, default=2000,
-                        help="sessions the admin opens before SIGTERM (default 2000)")
+    parser.add_argument("--admin-sessions", type=int, default=None,
+                        help="sessions the admin opens before SIGTERM (default 2000; --quick "
+                             "500)")
     add_arguments(parser)
     args, serve_flags = parser.parse_known_args()
     serve_flags = [f for f in serve_flags if f != "--"]
     attempts = args.attempts or (2000 if args.quick else 10_000)
+    admin_sessions = args.admin_sessions if args.admin_sessions is not None else (
+        500 if args.quick else 2000)
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TOOLMESH_GATEWAY_TOKEN"] = ADMIN
@@ -132,7 +138,7 @@ async def main() -> None:
                     status, text, _ = await initialize(http, url, token)
                     others[who] = status if status == 200 else f"{status} {text[:120]}"
                 held = sum([await alive(http, url, attacker, s) for s in opened_ids])
-                admin_answers, _, _ = await flood(url, ADMIN, args.admin_sessions,
+                admin_answers, _, _ = await flood(url, ADMIN, admin_sessions,
                                                   args.connections)
         finally:
             t = time.perf_counter()
@@ -143,7 +149,7 @@ async def main() -> None:
     print(f"attacker: {attempts} initialize attempts over {args.connections} connections in "
           f"{took:.1f} s: " + ", ".join(f"{n} × {what}" for what, n in answers.most_common()))
     print(f"attacker's sessions still open afterwards: {held}")
-    print(f"admin, before SIGTERM: {args.admin_sessions} initialize attempts: "
+    print(f"admin, before SIGTERM: {admin_sessions} initialize attempts: "
           + ", ".join(f"{n} × {what}" for what, n in admin_answers.most_common()))
     for who, status in others.items():
         print(f"afterwards, {who}: initialize {status}")
