@@ -140,3 +140,17 @@ async def test_mcp_sends_a_key_the_clients_or_one_per_call(deployment: Deploymen
     first, mine = d.mailer.attempts()
     assert first.startswith("admin/mcp-") and mine == "admin/mine"
     assert refused.is_error and "must be a string of 1 to 200" in refused.content[0].text
+
+
+async def test_the_stdio_bridge_passes_the_clients_key_on(deployment: Deployment,
+                                                          tmp_path: Path) -> None:
+    from tests.mcp_endpoint.test_stdio_bridge import bridge
+
+    d = deployment
+    async with bridge(d.served.url, log=tmp_path / "bridge.log",
+                      env={"TOOLMESH_GATEWAY_TOKEN": ADMIN}) as client:
+        await client.call_tool("send", {"to": "bob"}, meta={META: "via-stdio"})
+        await client.call_tool("send", {"to": "bob"})
+    given, made = d.mailer.attempts()
+    assert given == "admin/via-stdio" and made.startswith("admin/mcp-")
+

@@ -7,7 +7,8 @@ streamable-HTTP client, sending the bearer token), so what a client sees is what
 serves, checked by the gateway as every other caller is:
 
 * ``tools/list`` and ``tools/call`` are passed on as they are, a call's progress too when the
-  client asked for it (a ``progressToken``);
+  client asked for it (a ``progressToken``), and its idempotency key (``_meta``
+  ``io.toolmesh/idempotency-key``) when it gave one;
 * the gateway's ``notifications/tools/list_changed`` is checked against a fresh list, and
   passed on when the tools did change (a config change that leaves them as they were is
   not);
@@ -44,6 +45,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 
 from toolmesh import __version__
 from toolmesh.cli.http import gateway_unreachable
+from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp_endpoint.endpoint import CALL_TIMEOUT, LIST_TIMEOUT
 from toolmesh.urls import mask_url
 
@@ -352,11 +354,14 @@ class StdioBridge:
                 await ctx.session.send_progress_notification(
                     token, progress, total, message, related_request_id=ctx.request_id)
 
+        # the client's idempotency key goes on as it came (the gateway checks it)
+        key = (ctx.meta or {}).get(IDEMPOTENCY_KEY)
+        meta: Any = {IDEMPOTENCY_KEY: key} if key is not None else None
         self._calls.append(ctx)
         try:
             return await self.upstream.run(lambda s: s.call_tool(
                 params.name, params.arguments, read_timeout_seconds=CALL_TIMEOUT + MARGIN,
-                progress_callback=report))
+                progress_callback=report, meta=meta))
         finally:
             self._calls.remove(ctx)
 
