@@ -198,11 +198,14 @@ class CallApproval:
         try:
             annotations = await self._describe(workspace, flow, mcp_id)
         except ToolmeshError as e:
-            # the call could not run either; say why the policy is unknown rather than guess
-            raise ApprovalRequired(
-                f"whether a call of mcp/{mcp_id} waits for a person depends on how its server "
-                f"marks the tool, which could not be read ({e.message}); the call was not "
-                "run") from None
+            # A server that cannot list its tools now marks none (as for the agent, which
+            # reads an unknown tool's marks as none): the operator's default decides. Marks
+            # are the server's word anyway, and the call itself meets the same server; not
+            # kept, so the next call asks again.
+            log.info("mcp/%s in workspace %r did not list its tool's annotations (%s): the "
+                     "operator's default decides whether the call waits", mcp_id, workspace,
+                     e.message)
+            return None
         self._annotations[key] = (now, annotations)
         self._annotations.move_to_end(key)
         while len(self._annotations) > ANNOTATIONS_KEPT:
