@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import sys
 import types
 from contextvars import ContextVar
 from typing import Any, ClassVar
@@ -198,8 +199,8 @@ class DynamicToolService(Service):
             else:
                 workspace = request.get("workspace")
                 await self.__answer_once(self.dedupe, once,
-                                 workspace if isinstance(workspace, str) else None,
-                                 user, config, arguments, reply)
+                                         workspace if isinstance(workspace, str) else None,
+                                         user, config, arguments, reply)
         finally:
             _call_key.reset(token)
 
@@ -207,7 +208,10 @@ class DynamicToolService(Service):
                       send: Reply, last: Reply) -> None:
         """Run :meth:`invoke`: each piece of a streamed answer goes to ``send``, the final
         response to ``last``."""
-        result = self.invoke(user, config, arguments)
+        await self._answered(self.invoke(user, config, arguments), send, last)
+
+    async def _answered(self, result: Any, send: Reply, last: Reply) -> None:
+        """Answer with what :meth:`invoke` returned (see :meth:`_answer`)."""
         if isinstance(result, types.CoroutineType):  # an async def invoke(), the usual kind
             result = await result
         elif inspect.isasyncgen(result):
@@ -219,8 +223,9 @@ class DynamicToolService(Service):
             result = await result
         await last(wire.response(wire.observation(result)))
 
-    async def __answer_once(self, store: DedupeStore, key: str, workspace: str | None, user: str,
-                    config: dict[str, Any], arguments: dict[str, Any], reply: Reply) -> None:
+    async def __answer_once(self, store: DedupeStore, key: str, workspace: str | None,
+                            user: str, config: dict[str, Any], arguments: dict[str, Any],
+                            reply: Reply) -> None:
         """Answer a call with a key: run it if no run of the key completed (or runs now),
         else send what that run sent."""
         remaining = deadline.remaining()
@@ -251,18 +256,26 @@ class DynamicToolService(Service):
 
         async def last(response: dict[str, Any]) -> None:
             recording.keep(response)
-            try:  # the call ran: kept before it is answered, whatever comes next
-                await asyncio.shield(store.complete(
-                    claim, recording.responses, size=recording.size))
+            # the call ran: kept before it is answered, whatever comes next — and never
+            # released, even if the completion is cut short (a repeat then waits out the
+            # claim's lease rather than run the call twice)
+            recording.ran = True
+            try:
+                await store.complete(claim, recording.responses, size=recording.size)
             except DedupeError as e:
                 log.warning("tool service %s: the result of call %r was not kept (a repeat "
                             "will run it again): %s", self.id, key, e.message)
             await reply(response)
 
         try:
-            await self._answer(user, config, arguments, recording.send, last)
+            result = self.invoke(user, config, arguments)
+            if isinstance(result, types.CoroutineType):  # the usual kind, without a detour
+                await last(wire.response(wire.observation(await result)))
+            else:
+                await self._answered(result, recording.send, last)
         except BaseException:
-            await asyncio.shield(self.__release(store, claim))
+            if not recording.ran:
+                await asyncio.shield(self.__release(store, claim))
             raise
 
     async def __release(self, store: DedupeStore, claim: Claimed) -> None:
@@ -273,21 +286,32 @@ class DynamicToolService(Service):
                         "waits until its lease runs out): %s", self.id, e.message)
 
 
-class _Recording:
-    """The responses of one run as they are sent, while they fit in ``limit`` bytes."""
+#: bytes a response takes beyond its text: its fields as JSON, or a dict's keys
+_RESPONSE_OVERHEAD = 48
 
-    __slots__ = ("_limit", "_reply", "responses", "size")
+
+class _Recording:
+    """The responses of one run as they are sent, while they fit in ``limit`` bytes (their
+    text's size in memory, plus :data:`_RESPONSE_OVERHEAD` each)."""
+
+    __slots__ = ("_limit", "_reply", "ran", "responses", "size")
 
     def __init__(self, reply: Reply, *, limit: int) -> None:
         self._reply = reply
         self._limit = limit
         #: what was sent so far (``None``: more than ``limit`` bytes, not kept)
         self.responses: list[dict[str, Any]] | None = []
-        #: bytes of the responses as JSON, with the list's brackets and commas
-        self.size = 1
+        #: bytes of the responses (see the class)
+        self.size = 0
+        #: the run is over and its answer is being kept (not to be released from now on)
+        self.ran = False
 
     def keep(self, response: dict[str, Any]) -> None:
-        self.size += len(json_codec.dumps(response)) + 1
+        text = response.get("response")
+        # the text is what a response holds: its size in memory (a bound on its UTF-8,
+        # found without encoding it), plus the rest of the response
+        self.size += (sys.getsizeof(text) if type(text) is str
+                      else len(json_codec.dumps(response))) + _RESPONSE_OVERHEAD
         if self.responses is not None:
             if self.size > self._limit:
                 self.responses = None

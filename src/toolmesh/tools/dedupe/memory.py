@@ -26,11 +26,12 @@ from toolmesh.tools.dedupe.store import (
 class _Running:
     fingerprint: str
     token: str
-    #: resolved when the run completes or is released (the waiters then look again)
-    ended: asyncio.Future[None]
+    #: resolved when the run completes or is released (the waiters then look again); made
+    #: by the first waiter (most runs have none)
+    ended: asyncio.Future[None] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Done:
     fingerprint: str
     responses: tuple[dict[str, Any], ...] | None
@@ -75,8 +76,7 @@ class MemoryDedupe:
     async def close(self) -> None:
         self._closed = True
         for running in self._running.values():
-            if not running.ended.done():
-                running.ended.set_result(None)
+            _wake(running)
 
     async def claim(self, key: str, fingerprint: str, *, lease: float) -> Claim:
         while True:
@@ -86,6 +86,8 @@ class MemoryDedupe:
             if running is not None:
                 if running.fingerprint != fingerprint:
                     return Reused()
+                if running.ended is None:
+                    running.ended = asyncio.get_running_loop().create_future()
                 # shielded: a waiter cancelled (its caller's deadline) must not end the
                 # future every other waiter shares
                 await asyncio.shield(running.ended)
@@ -100,8 +102,7 @@ class MemoryDedupe:
                     self._done.move_to_end(key)
                     return Kept(done.responses, done.size)
             token = str(next(self._tokens))
-            self._running[key] = _Running(fingerprint, token,
-                                          asyncio.get_running_loop().create_future())
+            self._running[key] = _Running(fingerprint, token)
             return Claimed(key, token)
 
     async def complete(self, claim: Claimed, responses: Sequence[Mapping[str, Any]] | None,
@@ -109,21 +110,22 @@ class MemoryDedupe:
         running = self._ended(claim)
         if running is None:
             return
-        kept = None
-        if responses is not None and size <= self.limits.max_result:
-            kept = tuple(dict(r) for r in responses)
+        # the responses as they were sent: nothing else holds them now
+        kept = tuple(responses) if responses is not None \
+            and size <= self.limits.max_result else None  # type: ignore[arg-type]
         cost = size if kept is not None else 0
-        self._drop(claim.key)
+        if claim.key in self._done:
+            self._drop(claim.key)
         self._done[claim.key] = _Done(running.fingerprint, kept, size, cost,
                                       time.monotonic() + self.limits.ttl)
         self._bytes += cost
         self._evict()
-        running.ended.set_result(None)
+        _wake(running)
 
     async def release(self, claim: Claimed) -> None:
         running = self._ended(claim)
         if running is not None:
-            running.ended.set_result(None)
+            _wake(running)
 
     def _ended(self, claim: Claimed) -> _Running | None:
         """The run ``claim`` names, taken off the running ones (``None``: not this claim's)."""
@@ -140,11 +142,19 @@ class MemoryDedupe:
 
     def _evict(self) -> None:
         """Drop the least recently used entries while the store holds too many or too much,
-        and the expired ones at its old end."""
-        limits, now = self.limits, time.monotonic()
-        while self._done:
-            key, oldest = next(iter(self._done.items()))
-            if (len(self._done) <= limits.entries and self._bytes <= limits.max_bytes
-                    and oldest.expires > now):
-                return
-            self._drop(key)
+        and the expired ones at its old end (one look per insert: the others expire when
+        they are looked up, or reach that end)."""
+        limits, done = self.limits, self._done
+        while len(done) > limits.entries or self._bytes > limits.max_bytes:
+            self._drop(next(iter(done)))
+        if done:
+            key = next(iter(done))
+            if done[key].expires <= time.monotonic():
+                self._drop(key)
+
+
+def _wake(running: _Running) -> None:
+    """The run is over: its waiters look again."""
+    if running.ended is not None and not running.ended.done():
+        running.ended.set_result(None)
+

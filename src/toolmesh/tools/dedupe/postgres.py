@@ -15,6 +15,7 @@ rows beyond the entry and byte budgets, then runs whose holders vanished long ag
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import secrets
@@ -48,6 +49,11 @@ _SWEEP_EVERY = 100
 
 def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _row_key(key: str) -> str:
+    """A key as the table holds it: its SHA-256 (keys come in any length)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class PostgresDedupe:
@@ -147,6 +153,7 @@ class PostgresDedupe:
     # --- the seam ------------------------------------------------------------------------
 
     async def claim(self, key: str, fingerprint: str, *, lease: float) -> Claim:
+        key = _row_key(key)
         token = secrets.token_hex(12)
         while True:
             # listening before looking: a completion between the look and the wait is heard

@@ -81,7 +81,7 @@ class Limits:
                              f"max-bytes ({self.max_bytes})")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Claimed:
     """This run has the key: complete it with the responses, or release it."""
 
@@ -89,7 +89,7 @@ class Claimed:
     token: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Kept:
     """The key's call ran and answered: ``responses`` as sent (``None``: they were bigger
     than the store keeps, ``size`` bytes)."""
@@ -98,7 +98,7 @@ class Kept:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reused:
     """The key is (or was) another call's: a different user, config or arguments."""
 
@@ -137,10 +137,11 @@ class DedupeStore(Protocol):
 
 def entry_key(service: str, workspace: str | None, key: str) -> str:
     """The store's name for idempotency key ``key`` sent to service ``service`` from
-    ``workspace``: a digest, so keys of any length and spelling fit, and two services (or
-    workspaces) never share an entry."""
-    raw = json_codec.dumps([service, workspace or "", key])
-    return hashlib.sha256(raw).hexdigest()
+    ``workspace``: the three, each but the last after its length, so two services (or
+    workspaces) never share an entry whatever their names hold. A store that needs a
+    bounded name hashes it (:mod:`.postgres`)."""
+    workspace = workspace or ""
+    return f"{len(service)}:{service}{len(workspace)}:{workspace}{key}"
 
 
 def fingerprint(user: str, config: Mapping[str, Any], arguments: Mapping[str, Any]) -> str:
