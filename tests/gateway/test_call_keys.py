@@ -154,3 +154,20 @@ async def test_the_stdio_bridge_passes_the_clients_key_on(deployment: Deployment
     given, made = d.mailer.attempts()
     assert given == "admin/via-stdio" and made.startswith("admin/mcp-")
 
+
+
+async def test_the_command_line_sends_the_users_key(deployment: Deployment) -> None:
+    from tests.processes import run_toolmesh
+
+    d = deployment
+    gateway = ("-u", d.served.url, "-t", ADMIN)
+    for _ in range(2):
+        code, out, err = await run_toolmesh("tool-service", "invoke", "mailer", "-a",
+                                            '{"to": "bob"}', "--idempotency-key", "cli-1",
+                                            *gateway)
+        assert code == 0 and "sent to bob" in out, err
+    code, out, err = await run_toolmesh("mcp", "invoke", "meta", "--idempotency-key", "cli-2",
+                                        *gateway)
+    assert code == 0, err
+    assert d.mailer.attempts() == ["admin/cli-1"]
+    assert json.loads(out)[META] == "admin/cli-2"

@@ -70,6 +70,10 @@ def add_parser(commands: Any) -> None:
                         help="approve this exact call yourself (your token needs 'approve'), "
                              "for a tool whose approval policy asks a person; the refusal "
                              "without it names the digest (docs/approvals.md)")
+    invoke.add_argument("--idempotency-key", metavar="KEY", default=None,
+                        help="your name for this call, the same on each retry of it, passed "
+                             "to the MCP server in the call's _meta (default: a new one per "
+                             "call; docs/dialogs.md)")
     invoke.add_argument("--timeout", type=positive_seconds, metavar="S",
                         help="seconds the call may take; each progress report of the MCP "
                              "server grants this much more (default: the mcp-tool service's)")
@@ -308,6 +312,8 @@ def invoke(args: argparse.Namespace, flow: str, name: str, params: dict[str, Any
     request = {"workspace": args.workspace, "name": name, "parameters": params}
     if getattr(args, "approved", None):
         request["approved"] = args.approved
+    if getattr(args, "idempotency_key", None) is not None:
+        request["idempotency-key"] = args.idempotency_key
     response = client.post(f"api/v1/flow/{flow}/service/mcp-tool", request)
     if "text" in response:
         return response["text"]
@@ -326,6 +332,8 @@ async def invoke_watching(args: argparse.Namespace, name: str, params: dict[str,
     request: dict[str, Any] = {"name": name, "parameters": params, "progress": True}
     if getattr(args, "approved", None):
         request["approved"] = args.approved
+    if getattr(args, "idempotency_key", None) is not None:
+        request["idempotency-key"] = args.idempotency_key
     if args.timeout is not None:
         request["timeout"] = args.timeout
     if args.max_timeout is not None:

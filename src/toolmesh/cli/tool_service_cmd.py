@@ -43,6 +43,10 @@ def add_parser(commands: Any) -> None:
                         help="approve this exact call yourself (your token needs 'approve'), "
                              "for a call whose approval policy asks a person; the refusal "
                              "without it names the digest (docs/approvals.md)")
+    invoke.add_argument("--idempotency-key", metavar="KEY", default=None,
+                        help="your name for this call, the same on each retry of it: a "
+                             "tool service written with the SDK runs it once (default: a new "
+                             "one per call; docs/dialogs.md)")
     invoke.add_argument("-f", "--flow", default="default", help="flow (default: %(default)s)")
     invoke.add_argument("-s", "--stream", action="store_true",
                         help="print the answer piece by piece as it streams (WebSocket)")
@@ -134,6 +138,8 @@ def call_request(args: argparse.Namespace) -> dict[str, Any]:
         request["user"] = args.user
     if args.approved:
         request["approved"] = args.approved
+    if args.idempotency_key is not None:
+        request["idempotency-key"] = args.idempotency_key
     return request
 
 
