@@ -18,17 +18,16 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from toolmesh.approvals import Policy
 from toolmesh.approvals.digest import call_digest
 from toolmesh.approvals.direct import NEEDS_ANNOTATIONS, Decision, mcp_call, tool_service_call
-from toolmesh.config.client import ConfigClient
 from toolmesh.errors import RequestError, ToolmeshError
 from toolmesh.gateway.auth import Identity
-from toolmesh.gateway.tool_service import MISSING, DescriptorCache
+from toolmesh.gateway.tool_service import MISSING, ToolServiceEndpoint
 from toolmesh.schema.json_object import json_object
 
 log = logging.getLogger("toolmesh.gateway")
@@ -40,11 +39,6 @@ ANNOTATIONS_TTL = 60.0
 #: the most MCP items whose annotations are kept
 ANNOTATIONS_KEPT = 4096
 
-#: reads ``{"name": id, "operation": "describe"}`` of an MCP item from the flow's mcp-tool
-#: service: the tool's annotations (``None``: it lists none)
-Describe = Callable[[str, str, str], Awaitable[Mapping[str, Any] | None]]
-#: the ``(key, tool item)`` pairs announced in a workspace
-Announced = Callable[[str], list[tuple[str, Any]]]
 
 
 class ApprovalRequired(ToolmeshError):
@@ -96,18 +90,22 @@ def _object(value: Any, name: str) -> dict[str, Any]:
 class CallApproval:
     """Refuses a direct call a person must approve (see the module)."""
 
-    def __init__(self, *, config: ConfigClient, cache: DescriptorCache, describe: Describe,
-                 default: Policy, announced: Announced | None = None) -> None:
-        """``announced``: the tool items of the services that announce themselves in a
-        workspace (they may carry a policy too)."""
+    def __init__(self, *, endpoints: Mapping[str, Any], default: Policy) -> None:
+        """``endpoints``: the gateway's, by name, as they are when a call comes (a route
+        replaced later is the one asked): the ``tool-service`` route's config client, cache
+        and announcements are read, and the ``mcp-tool`` route describes MCP tools."""
         self.default = default
-        self._announced = announced
-        self._config = config
-        self._cache = cache
-        self._describe = describe
+        self._endpoints = endpoints
         #: (workspace, flow, mcp id) -> (read at, annotations)
         self._annotations: OrderedDict[tuple[str, str, str],
                                        tuple[float, Mapping[str, Any] | None]] = OrderedDict()
+
+    def _tool_services(self) -> ToolServiceEndpoint:
+        route = self._endpoints.get("tool-service")
+        if not isinstance(route, ToolServiceEndpoint):
+            raise RequestError("the gateway has no tool-service route to read approval "
+                               "policies with", type="service-unavailable")
+        return route
 
     async def admit(self, service: str, request: dict[str, Any], *, workspace: str, flow: str,
                     caller: Identity | None) -> dict[str, Any]:
@@ -149,10 +147,9 @@ class CallApproval:
 
     async def _decide(self, spec: Route, target: str, *, workspace: str, flow: str) -> Decision:
         tools = await self._values(workspace, "tool")
-        if self._announced is not None:
-            configured = {key for key, _ in tools}
-            tools += [(key, item) for key, item in self._announced(workspace)
-                      if key not in configured]
+        configured = {key for key, _ in tools}
+        tools += [(key, item) for key, item in self._tool_services().announced_tools(workspace)
+                  if key not in configured]
         if spec.kind == "tool-service":
             return tool_service_call(target, tools, default=self.default)
         item = dict(await self._values(workspace, "mcp", key=target)).get(target)
@@ -170,7 +167,8 @@ class CallApproval:
         """``(key, value)`` of the items of ``type`` (or of ``type/key`` only), read once per
         config version (the tool-service route's cache, under names of their own)."""
         name = f"\0approval:{type}" + (f"/{key}" if key is not None else "")
-        cached = self._cache.get(workspace, name)
+        route = self._tool_services()
+        cached = route.descriptors.get(workspace, name)
         if cached is MISSING:
             if key is None:
                 request = {"operation": "getvalues", "type": type, "workspace": workspace}
@@ -178,14 +176,14 @@ class CallApproval:
                 request = {"operation": "get", "workspace": workspace,
                            "keys": [{"type": type, "key": key}]}
             try:
-                answer = await self._config.request(request)
+                answer = await route.config.request(request)
             except RequestError as e:
                 raise RequestError(f"the approval policies of workspace {workspace!r} could "
                                    f"not be read: {e.message}", type=e.type) from None
             pairs = [(str(v.get("key", key)), v.get("value")) for v in answer.get("values") or ()
                      if isinstance(v, dict) and v.get("value") is not None]
             cached = json.dumps(pairs)
-            self._cache.put(workspace, name, cached, version=answer.get("version"))
+            route.descriptors.put(workspace, name, cached, version=answer.get("version"))
         return [tuple(pair) for pair in json.loads(cached or "[]")]  # type: ignore[misc]
 
     async def _annotations_of(self, workspace: str, flow: str,
@@ -196,7 +194,8 @@ class CallApproval:
         if kept is not None and now - kept[0] < ANNOTATIONS_TTL:
             return kept[1]
         try:
-            annotations = await self._describe(workspace, flow, mcp_id)
+            annotations = await describe(self._endpoints.get("mcp-tool"), workspace, flow,
+                                         mcp_id)
         except ToolmeshError as e:
             # A server that cannot list its tools now marks none (as for the agent, which
             # reads an unknown tool's marks as none): the operator's default decides. Marks
@@ -213,24 +212,24 @@ class CallApproval:
         return annotations
 
 
-def describe_through(endpoint: Any) -> Describe:
-    """:data:`Describe` by the gateway's ``mcp-tool`` endpoint (the flow's mcp-tool service)."""
-
-    async def describe(workspace: str, flow: str, mcp_id: str) -> Mapping[str, Any] | None:
-        answer: dict[str, Any] = {}
-        async for answer, final in endpoint.call(
-                {"name": mcp_id, "operation": "describe", "workspace": workspace},
-                workspace=workspace, flow=flow):
-            if final:
-                break
-        error = answer.get("error")
-        if isinstance(error, dict):
-            raise ToolmeshError(str(error.get("message") or error.get("type")))
-        try:
-            described = json.loads(answer.get("object") or "null")
-        except (TypeError, ValueError):
-            described = None
-        annotations = described.get("annotations") if isinstance(described, dict) else None
-        return annotations if isinstance(annotations, Mapping) else None
-
-    return describe
+async def describe(endpoint: Any, workspace: str, flow: str,
+                   mcp_id: str) -> Mapping[str, Any] | None:
+    """The annotations of the tool of ``mcp`` item ``mcp_id``, as the gateway's ``mcp-tool``
+    ``endpoint`` describes it (``None``: it lists none); :class:`ToolmeshError` if it cannot."""
+    if endpoint is None:
+        raise ToolmeshError("the gateway has no mcp-tool route")
+    answer: dict[str, Any] = {}
+    async for answer, final in endpoint.call(
+            {"name": mcp_id, "operation": "describe", "workspace": workspace},
+            workspace=workspace, flow=flow):
+        if final:
+            break
+    error = answer.get("error")
+    if isinstance(error, dict):
+        raise ToolmeshError(str(error.get("message") or error.get("type")))
+    try:
+        described = json.loads(answer.get("object") or "null")
+    except (TypeError, ValueError):
+        described = None
+    annotations = described.get("annotations") if isinstance(described, dict) else None
+    return annotations if isinstance(annotations, Mapping) else None

@@ -42,7 +42,7 @@ from toolmesh.gateway import call_keys
 from toolmesh.gateway.access import IDENTITY, AccessPolicy, check_exposure, request_workspace
 from toolmesh.gateway.auth import Auth, Identity
 from toolmesh.gateway.bounds import BodyBudget, Bounds, CappedSite
-from toolmesh.gateway.call_approval import CallApproval, describe_through
+from toolmesh.gateway.call_approval import CallApproval
 from toolmesh.gateway.deadlines import Deadlines, hint
 from toolmesh.gateway.endpoints import (
     BusEndpoint,
@@ -187,9 +187,8 @@ class Gateway:
         self.add(FlowEndpoint(bus, "agent", request_queue="request:tg:agent:{flow}",
                               response_queue="response:tg:agent:{flow}",
                               is_final=agent_is_final))
-        mcp_tools = FlowEndpoint(bus, "mcp-tool", request_queue="request:tg:mcp-tool:{flow}",
-                                 response_queue="response:tg:mcp-tool:{flow}")
-        self.add(mcp_tools)
+        self.add(FlowEndpoint(bus, "mcp-tool", request_queue="request:tg:mcp-tool:{flow}",
+                              response_queue="response:tg:mcp-tool:{flow}"))
         # the agent's tools and whether each is offered (answered by the agent process)
         self.add(FlowEndpoint(bus, "agent-tools", request_queue="request:tg:agent-tools:{flow}",
                               response_queue="response:tg:agent-tools:{flow}", part="agent"))
@@ -217,10 +216,7 @@ class Gateway:
                                     when_no_consumer="fail", hint=hint("config"))
         self.flows = FlowRegistry(bus, self._config)
         # a call a person must approve runs on no route without them (docs/approvals.md)
-        self.call_approval = CallApproval(config=self._config, cache=tool_services.descriptors,
-                                          describe=describe_through(mcp_tools),
-                                          default=options.approval,
-                                          announced=tool_services.announced_tools)
+        self.call_approval = CallApproval(endpoints=self.endpoints, default=options.approval)
         self.add(FlowService(self.flows, self._config))
         self.add(LibrarianService())
         self.add(TokenService(self.tokens))

@@ -200,6 +200,11 @@ class ToolServiceEndpoint:
         await self.descriptors.stop()
         await self._config.stop()
 
+    @property
+    def config(self) -> ConfigClient:
+        """The client of the config service this route reads its items from."""
+        return self._config
+
     def announced_tools(self, workspace: str) -> list[tuple[str, Any]]:
         """``(key, tool item)`` of every tool the live services of ``workspace`` announce."""
         if self.registry is None:
