@@ -222,3 +222,12 @@ def test_only_wrong_tokens_are_charged_and_waiting_checks_of_unknown_ids_hold_on
     assert compared == 3
     now[0] = 0.5
     throttle.check("10.0.0.1")
+    # a wrong token found once its address's bucket refilled to full is charged still
+    now[0] = 10.0
+    for _ in range(3):
+        throttle.failed("10.0.0.1")
+    with pytest.raises(Throttled):
+        throttle.check("10.0.0.1")
+    now[0] = 20.0
+    throttle.check("10.0.0.1")
+    assert len(throttle) == 0  # full again: forgotten

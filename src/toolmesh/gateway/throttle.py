@@ -113,11 +113,9 @@ class AuthThrottle:
         used addresses beyond ``max_addresses`` forgotten."""
         if key is None:
             return
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            self._buckets[key] = [self.burst - 1, self._clock()]
-        else:
-            bucket[0] = self._left(key) - 1
+        left = self._left(key) - 1  # (a bucket refilled to full was forgotten: made anew)
+        self._buckets[key] = [left, self._clock()]
+        self._buckets.move_to_end(key)
         while len(self._buckets) > self.max_addresses:
             self._buckets.popitem(last=False)
 
