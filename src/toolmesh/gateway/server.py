@@ -63,6 +63,7 @@ from toolmesh.gateway.memory import (
     read_body,
     release_memory,
 )
+from toolmesh.gateway.open_files import make_room
 from toolmesh.gateway.openapi import openapi_handler
 from toolmesh.gateway.quotas import ConnectionQuotas
 from toolmesh.gateway.socket import SocketSession, serve_socket
@@ -283,6 +284,7 @@ class Gateway:
                                      keepalive_timeout=bounds.idle_timeout,
                                      handler_cancellation=True)
         await self._runner.setup()
+        make_room(self.quotas.accept_cap)  # a descriptor for each connection it may hold
         # the cap at accept covers the strangers' pool too; the quotas count the rest
         # backlog: room in the kernel's queue for every connection the gateway could hold, so
         # a client's SYN is not dropped (a retry 1 s later) while a flood is being refused
