@@ -183,7 +183,8 @@ PROMPT_BOUNDS = (
     Bound("--prompt-max-memory", "TOOLMESH_PROMPT_MAX_MEMORY", int, 512,
           "MiB of memory a prompt render worker may take beyond its own; 0: no limit"),
     Bound("--prompt-workers", "TOOLMESH_PROMPT_WORKERS", int, 2,
-          "processes rendering prompt templates at once; one workspace may use all but one"),
+          "processes rendering prompt templates at once; one workspace may use all but one, "
+          "and workspaces whose renders run long all but one together"),
 )
 
 
