@@ -54,3 +54,27 @@ async def test_hostile_workspaces_share_one_worker_and_a_quick_one_is_served_mea
             assert outcome.message.startswith("template 'hostile' took longer than 2 s"), \
                 outcome.message
         await benign()
+
+
+async def test_a_worker_that_failed_unexpectedly_is_replaced_before_the_next_render(
+        memory: Backend, tmp_path: Path) -> None:
+    """A recursion cut off deep inside Jinja may leave its worker's state half-changed: that
+    worker answers, exits, and a fresh one renders what comes next."""
+    async with prompt_stack(memory, tmp_path) as stack:
+        await put(stack, "a", {"template.recurse": {
+            "prompt": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"},
+            "template.sum": {"prompt": "{{ 6 * 7 }}"}})
+        renderer = stack.service._renderer
+        assert await stack.client.render_and_complete(
+            "sum", {}, workspace="a", timeout=TIMEOUT) == "42"  # the workers are up
+        async with asyncio.timeout(TIMEOUT):  # workers start as renders need them: all up
+            await renderer.share.wait_for(lambda: len(renderer._all) == renderer.limits.workers)
+        before = {worker.process.pid for worker in renderer._all}
+        with pytest.raises(RequestError, match="RecursionError"):
+            await stack.client.render_and_complete("recurse", {}, workspace="a",
+                                                   timeout=TIMEOUT)
+        after = {worker.process.pid for worker in renderer._all}
+        assert len(before - after) == 1 and len(after) == len(before)  # one replaced
+        for _ in range(4):  # on whichever worker: every one renders
+            assert await stack.client.render_and_complete(
+                "sum", {}, workspace="a", timeout=TIMEOUT) == "42"

@@ -28,7 +28,7 @@ from typing import Any
 from toolmesh.prompt.fair_share import FairShare, Lease
 from toolmesh.prompt.sandbox import RenderLimits
 from toolmesh.prompt.templates import PromptError, PromptTemplate
-from toolmesh.prompt.worker import HEADER, decode, encode
+from toolmesh.prompt.worker import HEADER, RETIRE, decode, encode
 
 log = logging.getLogger("toolmesh.prompt")
 
@@ -208,7 +208,7 @@ class RenderPool:
                               "it may have used more memory than allowed "
                               "(--prompt-max-memory)") from None
         finally:
-            if answer is not None and worker in self._all:
+            if answer is not None and worker in self._all and not answer.get(RETIRE):
                 cpu = answer.get("cpu")
                 self.share.release(lease, returned=worker,
                                    cost=cpu if isinstance(cpu, (int, float)) else None,
@@ -222,8 +222,8 @@ class RenderPool:
 
     async def _retire(self, lease: Lease[_Worker | _NoWorker], worker: _Worker, *,
                       render: bool) -> None:
-        """Kill ``worker``, whose answer did not come (time limit, cancelled, died) or whose
-        pool stopped, and start another in its place unless the pool stopped. The workspace it
+        """Kill ``worker``, whose answer did not come (time limit, cancelled, died), which
+        retired itself after an error it did not expect, or whose pool stopped, and start another in its place unless the pool stopped. The workspace it
         served holds ``lease`` until the new one is up: else its next render would take the
         worker kept for others."""
         replace = worker in self._all and not self._closed

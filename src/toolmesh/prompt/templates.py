@@ -51,6 +51,11 @@ class PromptError(ToolmeshError):
     type = "prompt-error"
 
 
+class UnsettledRender(PromptError):
+    """A render cut off deep inside Jinja (a recursion past Python's limit): the process that
+    rendered it may be left half-changed, so a render worker is not trusted with another."""
+
+
 def tojson(value: Any) -> str:
     """JSON text of ``value`` with non-ASCII kept as is (Jinja's own ``tojson`` escapes it,
     and HTML characters too — both only get in a model's way)."""
@@ -148,8 +153,11 @@ class PromptTemplate:
         except jinja2.TemplateError as e:  # SecurityError, a failing filter...
             raise PromptError(f"template {self.id!r} failed: {e.message or type(e).__name__}"
                               ) from None
-        except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as e:
-            # a variable of the wrong shape (e.g. iterating a number), a macro calling itself
+        except RecursionError as e:  # a macro calling itself
+            raise UnsettledRender(f"template {self.id!r} failed: {type(e).__name__}: {e}"
+                                  ) from None
+        except (TypeError, ValueError, ArithmeticError, LookupError) as e:
+            # a variable of the wrong shape (e.g. iterating a number)
             raise PromptError(f"template {self.id!r} failed: {type(e).__name__}: {e}") from None
 
     @classmethod

@@ -5,7 +5,9 @@ LIMITS_JSON``; it speaks frames on stdin/stdout — a 4-byte big-endian length, 
 
 * ``{"op": "render", "id", "system", "prompt", "variables"}`` → ``{"ok": [system, prompt]}``
 * ``{"op": "check", "sources": [[owner, part, source], ...]}`` → ``{"errors": [msg|null, ...]}``
-* any failure → ``{"error": "<message naming the template>"}``
+* any failure → ``{"error": "<message naming the template>"}``; a failure that may leave
+  the worker half-changed (a recursion past Python's limit, an error Jinja did not expect)
+  adds ``"retire": true``, and the worker exits after that answer
 
 and each answer carries ``"cpu"``: the seconds of CPU the request took here, which, unlike the
 time the pool waited for it, a busy machine does not stretch (the pool tells a quick render
@@ -31,7 +33,13 @@ from typing import Any, BinaryIO
 import orjson
 
 from toolmesh.prompt.sandbox import MiB, RenderLimits
-from toolmesh.prompt.templates import PromptError, PromptTemplate, compile_check, set_limits
+from toolmesh.prompt.templates import (
+    PromptError,
+    PromptTemplate,
+    UnsettledRender,
+    compile_check,
+    set_limits,
+)
 
 HEADER = struct.Struct(">I")
 
@@ -63,6 +71,10 @@ def decode(body: bytes) -> Any:
         return json.loads(body)
 
 
+#: an answer's flag: this worker exits after it (the pool replaces it)
+RETIRE = "retire"
+
+
 @functools.lru_cache(maxsize=256)
 def _template(id: str, system: str, prompt: str) -> PromptTemplate:
     """The compiled template: each worker compiles a template once, at its first render."""
@@ -84,13 +96,21 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
             return {"errors": [_check(*source) for source in request["sources"]]}
         template = _template(request["id"], request["system"], request["prompt"])
         return {"ok": list(template.render(request["variables"]))}
+    except UnsettledRender as e:
+        return {"error": e.message, RETIRE: True}
     except PromptError as e:
         return {"error": e.message}
     except MemoryError:
         return {"error": f"template {request.get('id')!r} is too costly to render: it needs "
                          "more memory than --prompt-max-memory allows"}
     except Exception as e:  # a worker answers; it never dies of one template
-        return {"error": f"template {request.get('id')!r} failed: {type(e).__name__}: {e}"}
+        # ...but is not trusted with the next: an error Jinja did not expect, like a
+        # recursion cut off deep inside it (UnsettledRender), can leave its state
+        # half-changed — one such worker later failed a plain `{{ 6*7 }}` ("top-level
+        # template code() takes 0 positional arguments"). It answers, then exits, and the
+        # pool starts a fresh one.
+        return {"error": f"template {request.get('id')!r} failed: {type(e).__name__}: {e}",
+                RETIRE: True}
 
 
 def _limit_memory(mib: int) -> None:
@@ -130,6 +150,8 @@ def main() -> None:
         answer["cpu"] = time.process_time() - start
         answers.write(encode(answer))
         answers.flush()
+        if answer.get(RETIRE):
+            break
 
 
 if __name__ == "__main__":
