@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
-__all__ = ["MASK", "is_loopback", "is_secret_name", "mask_url", "url_has_secret"]
+__all__ = ["MASK", "is_loopback", "is_secret_name", "mask_url", "url_has_secret",
+           "url_passwords"]
 
 MASK = "***"
 
@@ -94,3 +95,11 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def url_passwords(url: str) -> list[str]:
+    """The passwords a database URL carries — its user-info's and any ``password`` query
+    parameter's — to keep out of error messages that quote the driver."""
+    parts = urlsplit(url)
+    return [p for p in [parts.password, *(v for k, v in parse_qsl(parts.query)
+                                          if k.lower() == "password")] if p]

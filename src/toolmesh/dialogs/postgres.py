@@ -22,7 +22,6 @@ import json
 import logging
 from collections.abc import Collection, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 
@@ -46,7 +45,7 @@ from toolmesh.dialogs.journal import (
     fold,
     unfold,
 )
-from toolmesh.urls import mask_url
+from toolmesh.urls import mask_url, url_passwords
 
 log = logging.getLogger("toolmesh.dialogs")
 
@@ -135,9 +134,7 @@ class PostgresDialogJournal:
         except ConfigError as e:  # the config store's URL rules, said of the journal
             raise JournalError(e.message.replace("config store", "dialog journal")) from None
         self.url = mask_url(url)
-        parts = urlsplit(url)
-        self._secrets = [p for p in [parts.password, *(v for k, v in parse_qsl(parts.query)
-                                                          if k.lower() == "password")] if p]
+        self._secrets = url_passwords(url)
         self.keep = keep
         self.max_age_days = max_age_days
         self.max_bytes = max_bytes

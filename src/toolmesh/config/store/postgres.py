@@ -43,7 +43,7 @@ from toolmesh.config.store.base import (
     check_token,
     iso_utc,
 )
-from toolmesh.urls import mask_url
+from toolmesh.urls import mask_url, url_passwords
 
 DEFAULT_SCHEMA = "public"
 
@@ -88,9 +88,7 @@ class PostgresConfigStore:
         self._dsn, self.schema = split_schema(url)
         self.url = mask_url(url)  # only the masked form is kept for messages
         # secrets to scrub from driver messages: the user-info password and ?password=
-        parts = urlsplit(url)
-        self._secrets = [p for p in [parts.password, *(v for k, v in parse_qsl(parts.query)
-                                                          if k.lower() == "password")] if p]
+        self._secrets = url_passwords(url)
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self.remembered_requests = check_remembered(remembered_requests)

@@ -21,7 +21,6 @@ import logging
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 
@@ -36,7 +35,7 @@ from toolmesh.tools.dedupe.store import (
     Limits,
     Reused,
 )
-from toolmesh.urls import mask_url
+from toolmesh.urls import mask_url, url_passwords
 
 log = logging.getLogger("toolmesh.tools.dedupe")
 
@@ -68,9 +67,7 @@ class PostgresDedupe:
         except ConfigError as e:  # the config store's URL rules, said of this store
             raise DedupeError(e.message.replace("config store", "dedupe store")) from None
         self.url = mask_url(url)
-        parts = urlsplit(url)
-        self._secrets = [p for p in [parts.password, *(v for k, v in parse_qsl(parts.query)
-                                                          if k.lower() == "password")] if p]
+        self._secrets = url_passwords(url)
         self.limits = limits or Limits()
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
