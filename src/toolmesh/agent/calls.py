@@ -62,6 +62,7 @@ class ToolRunner:
 
     async def run(self, name: str, arguments: Any, offered: Mapping[str, Tool], *, user: str,
                   emit: Emit, tally: DialogTally, key: str | None = None,
+                  actor: str | None = None,
                   permit: Permit | None = None, ask: Ask | None = None,
                   parts: Callable[[str], Awaitable[None]] | None = None,
                   vet: Vet | None = None) -> Outcome:
@@ -113,7 +114,7 @@ class ToolRunner:
                           attributes={"toolmesh.tool": tool.name,
                                       "toolmesh.tool.type": kind}) as span:
             observation, outcome = await self._invoke(tool, arguments, user, emit, key, ask,
-                                                      parts)
+                                                      parts, actor)
             if outcome != "ok":
                 tracing.failed(span, outcome)
         seconds = time.perf_counter() - started
@@ -123,7 +124,8 @@ class ToolRunner:
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any], user: str,
                       emit: Emit, key: str | None, ask: Ask | None,
-                      parts: Callable[[str], Awaitable[None]] | None) -> tuple[str, str]:
+                      parts: Callable[[str], Awaitable[None]] | None,
+                      actor: str | None = None) -> tuple[str, str]:
         """The observation of one call of ``tool``, and its outcome (``ok``, ``timeout``,
         or the error type)."""
         timeout = self.tool_timeout
@@ -141,7 +143,7 @@ class ToolRunner:
                         await ask(tool.name, request)
 
                 call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay,
-                            key=key, ask=question, parts=parts)
+                            key=key, ask=question, parts=parts, actor=actor)
                 return await tool.invoke(arguments, call), "ok"
         except (RequestTimeout, TimeoutError):
             return (f"Error: the tool {tool.name!r} did not answer within {timeout:g} s",

@@ -262,7 +262,7 @@ class AgentLoop:
                     request, toolset, state), toolset(), transcript)
                 step = await self._act(resumed.pending, offered, request.user, emit,
                                        transcript, state, tally, journal, approvals, number,
-                                       known=resumed.known, told=True)
+                                       known=resumed.known, told=True, actor=request.actor)
                 journal.turn(number, step.state, step.wrap)
                 state, wrap = step.state, step.wrap
         while True:
@@ -357,13 +357,13 @@ class AgentLoop:
         # every call that may be made is in the journal first, with its id
         await journal.flush(steps=number)
         return await self._act(decision, offered, request.user, emit, transcript, state,
-                               tally, journal, approvals, number)
+                               tally, journal, approvals, number, actor=request.actor)
 
     async def _act(self, decision: Calls, offered: Mapping[str, Tool], user: str, emit: Emit,
                    transcript: Transcript, state: str | None, tally: DialogTally,
                    journal: DialogLog, approvals: DialogApprovals, number: int, *,
                    known: Mapping[str, CallRecord] | None = None,
-                   told: bool = False) -> _Outcome:
+                   told: bool = False, actor: str | None = None) -> _Outcome:
         """Run a reply's calls — at most ``parallel_calls`` at once — and tell the client
         each call before it runs, then each result in the order of the calls. ``known``:
         results the journal holds already (not run again); ``told``: the client was told the
@@ -395,6 +395,7 @@ class AgentLoop:
                     "before: this is that call's result.)"))
             async with room:
                 outcome = await self.runner.run(call.name, call.arguments, offered, user=user,
+                                                actor=actor,
                                                 vet=vet,
                                                 emit=emit, tally=tally,
                                                 key=journal.key(number, call.id),

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from toolmesh.cli import config_cmd
+from toolmesh.cli import config_cmd, mcp_login_cmd
 from toolmesh.cli.http import (
     MARGIN,
     CliError,
@@ -85,6 +85,7 @@ def add_parser(commands: Any) -> None:
     for sp in (set_, show, rm, invoke):
         sp.set_defaults(run=run, sync=True)
     add_serve_parser(sub)
+    mcp_login_cmd.add_parsers(sub)
 
 
 def add_serve_parser(sub: Any) -> None:

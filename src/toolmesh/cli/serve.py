@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from toolmesh.bus import DEFAULT_CONCURRENCY
-from toolmesh.cli import once_options, options, run_service
+from toolmesh.cli import login_options, once_options, options, run_service
 from toolmesh.config.stdio import StdioAllowList
 from toolmesh.errors import ToolmeshError
 from toolmesh.urls import mask_url
@@ -59,6 +59,8 @@ def add_parsers(commands: Any) -> None:
     options.add_streaming(p)
     options.add_mcp_stdio(p)
     options.add_mcp_addresses(p)
+    login_options.add_public_url(p)
+    login_options.add_mcp_logins(p)
     options.add_deadlines(p)
     options.add_lifecycle(p)
     once_options.MAX_DELIVERIES.add_to(p)
@@ -101,7 +103,7 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
                (options.add_config_store, options.add_mcp_stdio)),
     "gateway": ("the HTTP/WebSocket gateway (TrustGraph's /api/v1)",
                 (options.add_gateway, options.add_deadlines, options.add_mcp_addresses,
-                 options.add_approval)),
+                 options.add_approval, login_options.add_public_url)),
     "agent": ("the ReAct agent of a flow", (options.add_agent, options.add_tool_calling,
                                             options.add_streaming,
                                             options.add_flow, _agent_announcements)),
@@ -109,7 +111,8 @@ RUN_PARTS: dict[str, tuple[str, tuple[Callable[[argparse.ArgumentParser], None],
     "text-completion": ("the LLM service: an OpenAI-compatible API, or the offline demo model",
                         (options.add_llm, options.add_tool_calling, options.add_streaming)),
     "mcp-tool": ("the MCP tool service of a flow: calls the tools of MCP servers",
-                 (options.add_mcp_stdio, options.add_mcp_addresses, options.add_flow)),
+                 (options.add_mcp_stdio, options.add_mcp_addresses, options.add_flow,
+                  login_options.add_public_url, login_options.add_mcp_logins)),
 }
 
 #: the part that stands for any tool service given as MODULE:CLASS (subcommands have fixed
@@ -172,6 +175,7 @@ def gateway_options(args: argparse.Namespace) -> GatewayOptions:
                           announcements=not getattr(args, "no_announcements", False),
                           mcp_addresses=mcp_addresses(args),
                           approval=getattr(args, "approval", "never"),
+                          public_url=login_options.public_url(args),
                           workbench=not args.no_workbench)
 
 
@@ -276,7 +280,10 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                               response_queue=f"response:tg:mcp-tool:{args.flow}",
                               notify_queue=f"notify:tg:mcp-tool:{args.flow}",
                               # the answers to its servers' questions (mcp/elicitation.py)
-                              approvals_notify_queue=f"notify:tg:approvals:{args.flow}")
+                              approvals_notify_queue=f"notify:tg:approvals:{args.flow}",
+                              # sign-ins of servers that want OAuth (mcp/signin.py)
+                              logins=await login_options.open_logins(args, stores),
+                              public_url=login_options.public_url(args))
     if part == "agent":
         from toolmesh.agent.loop import AgentOptions
         from toolmesh.agent.service import AgentService
@@ -377,7 +384,7 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
         metrics_server = MetricsServer(host=args.metrics_host, port=args.metrics_port,
                                        token=token)
     for url in (args.bus, getattr(args, "config_store", None), getattr(args, "dialogs", None),
-                getattr(args, "dedupe", None)):
+                getattr(args, "dedupe", None), getattr(args, "mcp_logins", None)):
         register_secret(_password(url))
     from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
 
@@ -385,6 +392,9 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
     if flow is not None and not valid_flow_id(flow):
         raise ToolmeshError(f"--flow {flow!r}: {FLOW_ID_RULE}", type="usage-error")
     if "gateway" in parts:
+        if listeners and not getattr(args, "public_url", None):
+            # the port bound (--port 0 picks one): where this machine's browser comes back
+            args.public_url = login_options.local_url(args.host, listeners[0].getsockname()[1])
         # before anything starts: an unsafe exposure or an unreadable token file ends here
         args.gateway_options = dataclasses.replace(gateway_options(args),
                                                    sockets=tuple(listeners))

@@ -44,6 +44,7 @@ from toolmesh.gateway.token_strength import SUGGESTION, weakness
 from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy, AddressRefused
 from toolmesh.urls import is_loopback
 from toolmesh.web.routes import is_page_path
+from toolmesh.web.sign_in import PATHS as SIGN_IN_PATHS
 
 log = logging.getLogger("toolmesh.gateway.access")
 
@@ -55,7 +56,10 @@ JSON = "application/json"
 PUBLIC_PATHS = frozenset({"/api/v1/health", "/api/v1/socket", "/api/v1/openapi.json",
                           # how an MCP client learns to authenticate (RFC 9728)
                           "/.well-known/oauth-protected-resource",
-                          "/.well-known/oauth-protected-resource/mcp"})
+                          "/.well-known/oauth-protected-resource/mcp",
+                          # MCP sign-ins: the page a browser comes back to (its script posts
+                          # the code with the person's token) and the client metadata
+                          *SIGN_IN_PATHS})
 CORS_HEADERS = "Authorization, Content-Type, X-Workspace, X-Timeout"
 CORS_METHODS = "GET, POST, OPTIONS"
 
@@ -64,8 +68,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AUTHENTICATED = web.RequestKey("authenticated", bool)
 #: set on every request that passed the checks: who sent it (``None``: no valid token)
 IDENTITY = web.RequestKey("identity", Identity | None)
-#: services whose requests carry the caller's id for the audit (the gateway sets it)
-STAMPED = frozenset({"config", "token", "iam"})
+#: services whose requests carry the caller's id (the gateway sets it): for the audit, and
+#: for whose sign-ins the calls of an MCP server that signs each person in use
+STAMPED = frozenset({"config", "token", "iam", "agent", "mcp-tool"})
+#: beside ``actor`` on mcp-tool requests: whether the caller may ``admin`` (an item signed in
+#: once for a whole workspace is signed in and out by an admin only)
+ADMIN_FIELD = "actor-admin"
 
 
 class AccessError(ToolmeshError):
@@ -305,6 +313,8 @@ class AccessPolicy:
                 raise Forbidden(e.message) from None
         if service in STAMPED:
             request = {**request, ACTOR_FIELD: current.id}
+        if service == "mcp-tool":
+            request[ADMIN_FIELD] = current.may("admin")
         return request
 
     async def admit_metrics(self, caller: Identity | None) -> None:

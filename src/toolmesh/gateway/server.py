@@ -83,6 +83,7 @@ from toolmesh.telemetry import query as metrics_query
 from toolmesh.telemetry.exposition import PATH as METRICS_PATH
 from toolmesh.telemetry.exposition import metrics_handler
 from toolmesh.web import WORKBENCH_PATH, add_workbench
+from toolmesh.web.sign_in import add_sign_in_pages
 
 if TYPE_CHECKING:
     from toolmesh.mcp_endpoint.endpoint import McpEndpoint
@@ -112,6 +113,9 @@ class GatewayOptions:
     host: str = "127.0.0.1"
     port: int = 8888
     token: str | None = None
+    #: where people's browsers reach the gateway (``https://tm.example``): its MCP sign-in
+    #: callback and client metadata document are named by it; ``None``: not known
+    public_url: str | None = None
     #: origins of web pages allowed to call the gateway, besides its own
     allow_origins: tuple[str, ...] = ()
     #: Host names accepted besides localhost, 127.0.0.1 and [::1] when on loopback
@@ -257,6 +261,7 @@ class Gateway:
         for path in ("/.well-known/oauth-protected-resource",
                      "/.well-known/oauth-protected-resource/mcp"):
             app.router.add_get(path, resource_metadata)
+        add_sign_in_pages(app, public_url=self.options.public_url)
         if self.options.workbench:
             add_workbench(app)
         return app

@@ -6,6 +6,7 @@ The item names the server side of an MCP tool::
      "transport": "streamable-http" | "sse" | "stdio",
      "command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"},   # stdio only
      "sampling": false,   # true: the server may ask the deployment's LLM (mcp/sampling.py)
+     "auth": {"type": "oauth", "per": "user"},   # sign in with OAuth (mcp_oauth/settings.py)
      "reach": "public"}   # set by the gateway on items put without admin (mcp/addresses.py)
 
 The auth token and the values of ``env`` (where API keys usually live) are secrets: they never
@@ -15,6 +16,7 @@ would carry them into a log line.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -25,6 +27,7 @@ from toolmesh.config.errors import ConfigError
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.config.validation import header_value_problem
 from toolmesh.mcp.addresses import REACH_FIELD, REACHES, Reach
+from toolmesh.mcp_oauth.settings import AuthSettingsError, OAuthSettings
 from toolmesh.schema.json_object import json_object
 from toolmesh.urls import mask_url
 
@@ -60,6 +63,11 @@ class McpServer:
     #: which addresses the server may be reached at (mcp/addresses.py): ``public`` for an
     #: item a token without ``admin`` put, ``any`` otherwise
     reach: Reach = "any"
+    #: how to sign in when the server wants OAuth (``auth``); ``None``: it does not
+    oauth: OAuthSettings | None = None
+    #: whose grant the session uses (``user:<identity>`` or ``workspace``): set per call for
+    #: an item with ``oauth`` (:meth:`for_principal`), never from config
+    principal: str | None = None
     #: :attr:`connection_key`, worked out once (every call looks its session up by it)
     _key: str = field(init=False, repr=False, compare=False, hash=False)
 
@@ -79,7 +87,8 @@ class McpServer:
         # sampling too: the client declares it in the handshake, so a change needs a new session
         material = json.dumps([self.transport, self.url, self.auth_token, self.command,
                                list(self.args), sorted(self.env.items()), self.sampling,
-                               self.workspace, self.protocol, self.reach])
+                               self.workspace, self.protocol, self.reach,
+                               self.oauth.digest if self.oauth else None, self.principal])
         object.__setattr__(self, "_key", hashlib.sha256(material.encode()).hexdigest())
 
     @classmethod
@@ -112,6 +121,18 @@ class McpServer:
         problem = header_value_problem(value["auth-token"]) if value.get("auth-token") else None
         if problem is not None:
             raise ConfigError(f"mcp/{id}: 'auth-token' {problem}")
+        oauth = None
+        if value.get("auth") is not None:
+            try:
+                oauth = OAuthSettings.parse(value["auth"])
+            except AuthSettingsError as e:
+                raise ConfigError(f"mcp/{id}: {e}") from None
+            if value.get("auth-token"):
+                raise ConfigError(f"mcp/{id}: 'auth' (OAuth) and 'auth-token' (a static token) "
+                                  "cannot both be set: keep one")
+            if (value.get("transport") or "streamable-http") == "stdio":
+                raise ConfigError(f"mcp/{id}: 'auth' is for servers reached over HTTP; a stdio "
+                                  "server takes its credentials in 'env'")
         return cls(id=id, url=value.get("url") or None,
                    remote_name=value.get("remote-name") or id,
                    auth_token=value.get("auth-token") or None,
@@ -119,7 +140,7 @@ class McpServer:
                    command=value.get("command") or None, args=tuple(args),
                    env=dict(env), sampling=value.get("sampling", False), workspace=workspace,
                    protocol=value.get("protocol") or "handshake",
-                   reach=value.get(REACH_FIELD) or "any")
+                   reach=value.get(REACH_FIELD) or "any", oauth=oauth)
 
     @property
     def where(self) -> str:
@@ -135,9 +156,14 @@ class McpServer:
         return self._key
 
     @property
-    def slot(self) -> tuple[str, str]:
-        """``(workspace, id)``: what names this item among every workspace's."""
-        return self.workspace, self.id
+    def slot(self) -> tuple[str, str, str]:
+        """``(workspace, id, principal)``: what names this item's session among every
+        workspace's (an item signed in per user has one session per person)."""
+        return self.workspace, self.id, self.principal or ""
+
+    def for_principal(self, principal: str) -> McpServer:
+        """This item as ``principal`` reaches it: its own session, with its own grant."""
+        return dataclasses.replace(self, principal=principal)
 
     def __repr__(self) -> str:
         parts = [f"id={self.id!r}", f"transport={self.transport!r}"]
@@ -153,6 +179,10 @@ class McpServer:
             parts.append(f"url={mask_url(self.url or '')!r}")
         parts.append(f"remote_name={self.remote_name!r}")
         parts.append(f"auth_token={MASK!r}" if self.auth_token else "auth_token=None")
+        if self.oauth is not None:
+            parts.append(f"oauth={self.oauth.per!r}")
+        if self.principal is not None:
+            parts.append(f"principal={self.principal!r}")
         if self.sampling:
             parts.append("sampling=True")
         if self.reach != "any":

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types
 from mcp import ClientSession
 from mcp.client._probe import negotiate_auto  # the SDK's own Client connects with it
@@ -26,7 +27,14 @@ from toolmesh import __version__
 from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy, AddressRefused
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.elicitation import Elicitor
-from toolmesh.mcp.errors import McpError, McpTokenRefused, McpUnreachable, describe, leaves
+from toolmesh.mcp.errors import (
+    McpError,
+    McpSignInRefused,
+    McpTokenRefused,
+    McpUnreachable,
+    describe,
+    leaves,
+)
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.transports import HttpWatch, open_transport
 
@@ -104,8 +112,10 @@ class Connection:
     def __init__(self, server: McpServer, *, connect_timeout: float,
                  sampler: Sampler | None = None, elicitor: Elicitor | None = None,
                  on_tools_changed: Callable[[Connection], None] | None = None,
-                 addresses: AddressPolicy = DEFAULT_POLICY) -> None:
+                 addresses: AddressPolicy = DEFAULT_POLICY,
+                 auth: httpx2.Auth | None = None) -> None:
         self.server = server
+        self._auth = auth  # signs the HTTP requests of a server that wants OAuth
         self.addresses = addresses  # where its TCP connections may go (mcp/addresses.py)
         self.key = server.connection_key
         self.ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
@@ -135,7 +145,8 @@ class Connection:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(
-                    open_transport(server, self.watch, policy=self.addresses))
+                    open_transport(server, self.watch, policy=self.addresses,
+                                   auth=self._auth))
                 session = await stack.enter_async_context(
                     ClientSession(EndWatch(read, self.ended), write, client_info=CLIENT_INFO,
                                   sampling_callback=self._sampling,
@@ -179,6 +190,9 @@ class Connection:
         if server.transport == "stdio":
             return McpError(f"cannot start MCP server {server.id!r} ({server.where}): {detail}")
         status = self.watch.last_error or ""
+        if server.oauth is not None and self.watch.challenge is not None:
+            return McpSignInRefused(f"MCP server {server.id!r} at {server.where} refused the "
+                                    f"sign-in ({status})", challenge=self.watch.challenge)
         if status.startswith(("HTTP 401", "HTTP 403")):
             return McpTokenRefused.at(server.id, server.where, status,
                                       has_token=bool(server.auth_token))

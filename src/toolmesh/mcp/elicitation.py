@@ -148,6 +148,41 @@ class Elicitor:
         return mcp_types.ElicitResult(action="decline" if action == "decline" else "cancel")
 
 
+    async def sign_in(self, server: McpServer, asking: Asking, *, message: str, url: str,
+                      done: asyncio.Future[None]) -> str:
+        """Ask the person behind ``asking``'s dialog to sign in at ``url`` (a URL-mode
+        question, which shows the host and asks before opening anything), and wait until
+        ``done`` (the login finished: ``"completed"``), they say no (``"declined"``), or the
+        call's time runs out (``"expired"``)."""
+        assert asking.key is not None and asking.send is not None
+        dialog = asking.key.rsplit("/", 2)[0]
+        question = {"mode": "url", "message": message, "url": url,
+                    "elicitation_id": f"sign-in-{next(asking._numbers)}"}
+        request = {"kind": ELICITATION, "dialog": dialog,
+                   "call": f"{asking.key}/ask-{next(asking._numbers)}",
+                   "workspace": asking.workspace, "tool": server.remote_name, **question,
+                   "digest": call_digest(server.remote_name, question),
+                   "expires": iso(now() + timedelta(seconds=asking.left()))}
+        answer = self.gate.expect(request)
+        try:
+            with asking.hold():
+                await asking.send({"error": None, "text": None, "object": None,
+                                   "elicitation": request, "end_of_stream": False})
+                async with asyncio.timeout(seconds_left(request)):
+                    await asyncio.wait({answer, done}, return_when=asyncio.FIRST_COMPLETED)
+                    if not done.done() and answer.result().get("decision") != "accept":
+                        return "declined"
+                    # accepted: the person is signing in on the page; wait for the login
+                    await done
+                    return "completed"
+        except TimeoutError:
+            return "expired"
+        finally:
+            self.gate.forget(dialog, str(request["call"]))
+            if not answer.done():
+                answer.cancel()
+
+
 def _question(params: mcp_types.ElicitRequestParams) -> dict[str, Any]:
     """What is asked, as the wire shows it."""
     if isinstance(params, mcp_types.ElicitRequestURLParams):

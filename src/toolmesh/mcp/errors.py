@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import errno
 from collections.abc import Iterator
 
@@ -50,6 +52,19 @@ class McpTokenRefused(McpError):
                else "it needs one: set the item's auth-token")
         return cls(f"cannot connect to MCP server {server_id!r} at {where}: it refused the "
                    f"token ({status}); {fix}")
+
+
+class McpSignInRefused(McpError):
+    """A server that wants OAuth refused the caller's grant (401: none, expired beyond
+    refresh, revoked; 403: too narrow). The service asks the person to sign in, or says
+    how to (``login-required`` on the wire)."""
+
+    type = "login-required"
+
+    def __init__(self, message: str, *, challenge: Any) -> None:
+        super().__init__(message)
+        #: the server's answer (an ``httpx2.Response``: its ``WWW-Authenticate``)
+        self.challenge = challenge
 
 
 def leaves(error: BaseException) -> Iterator[BaseException]:

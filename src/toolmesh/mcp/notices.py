@@ -27,6 +27,8 @@ MCP_TOOL_NOTIFY_QUEUE = "notify:tg:mcp-tool:default"
 
 #: ``(workspace, ids)``: the tools of these mcp items of that workspace changed
 ToolsChanged = Callable[[str, list[str]], None]
+#: ``(workspace, principal, resource)``: a login finished (mcp_oauth)
+LoginCompleted = Callable[[str, str, str], None]
 
 
 class NoticeSender:
@@ -53,6 +55,16 @@ class NoticeSender:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
+    def login_completed(self, workspace: str, principal: str, resource: str) -> None:
+        """Tell the other replicas a login finished here (a call waiting for it there goes
+        on): ``{"login-completed": {"workspace", "principal", "resource"}}``."""
+        if self._producer is None:
+            return
+        task = asyncio.create_task(self._send({"login-completed": {
+            "workspace": workspace, "principal": principal, "resource": resource}}))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
     async def _send(self, notice: dict[str, Any]) -> None:
         assert self._producer is not None
         try:
@@ -68,11 +80,20 @@ class NoticeWatcher:
         self._bus = bus
         self._queue = queue
         self._callbacks: list[ToolsChanged] = []
+        self._login_callbacks: list[LoginCompleted] = []
         self._subscription: Subscription | None = None
         self._subscribing: asyncio.Lock = asyncio.Lock()
 
     async def watch(self, callback: ToolsChanged) -> None:
         self._callbacks.append(callback)
+        await self._subscribe()
+
+    async def watch_logins(self, callback: LoginCompleted) -> None:
+        """Call ``callback(workspace, principal, resource)`` for each login finished."""
+        self._login_callbacks.append(callback)
+        await self._subscribe()
+
+    async def _subscribe(self) -> None:
         async with self._subscribing:
             if self._subscription is None:
                 # a name of our own: a notify queue gives each subscription every notice
@@ -91,6 +112,9 @@ class NoticeWatcher:
         except MalformedMessage as e:
             log.warning("ignored a malformed mcp-tool notice: %s", e.message)
             return
+        if isinstance(notice, dict) and "login-completed" in notice:
+            self._on_login(notice["login-completed"])
+            return
         ids = notice.get("tools-changed") if isinstance(notice, dict) else None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             log.warning("ignored an mcp-tool notice without a list of ids: %r", notice)
@@ -102,3 +126,12 @@ class NoticeWatcher:
             return
         for callback in list(self._callbacks):
             callback(workspace, ids)
+
+    def _on_login(self, done: Any) -> None:
+        fields = [done.get(k) for k in ("workspace", "principal", "resource")] \
+            if isinstance(done, dict) else []
+        if len(fields) != 3 or not all(isinstance(f, str) for f in fields):
+            log.warning("ignored a malformed login notice: %r", done)
+            return
+        for callback in list(self._login_callbacks):
+            callback(*fields)

@@ -56,7 +56,10 @@ from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy
 from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.connection import RemoteTool
 from toolmesh.mcp.elicitation import Asking, Elicitor
-from toolmesh.mcp.errors import InvalidArguments, McpError
+from toolmesh.config.admin import ACTOR_FIELD
+from toolmesh.mcp import login_operations
+from toolmesh.mcp.errors import InvalidArguments, McpError, McpSignInRefused
+from toolmesh.mcp.login_operations import LOGIN_OPERATIONS, actor_of
 from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp.notices import (
     MCP_TOOL_NOTIFY_QUEUE,
@@ -75,6 +78,9 @@ from toolmesh.mcp.results import McpResult, result_text
 from toolmesh.mcp.sampling import DEFAULT_TIMEOUT as SAMPLING_TIMEOUT
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.sessions import SessionPool
+from toolmesh.mcp.signin import SignIn, as_caller, http_factory
+from toolmesh.mcp_oauth import GrantStore, Logins, OAuthError
+from toolmesh.mcp_oauth.grants import MemoryGrants
 from toolmesh.rpc.client import RequestClient, RpcClient
 from toolmesh.rpc.service import Reply, Service, current_request_id
 from toolmesh.schema.tool_service import IDEMPOTENCY_KEY as CALL_KEY
@@ -138,7 +144,8 @@ class McpToolService(Service):
                  sampling_timeout: float = SAMPLING_TIMEOUT,
                  notify_queue: str = MCP_TOOL_NOTIFY_QUEUE,
                  approvals_notify_queue: str = APPROVALS_NOTIFY_QUEUE,
-                 addresses: AddressPolicy = DEFAULT_POLICY) -> None:
+                 addresses: AddressPolicy = DEFAULT_POLICY,
+                 logins: GrantStore | None = None, public_url: str | None = None) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
         self.call_timeout = call_timeout
@@ -149,10 +156,18 @@ class McpToolService(Service):
         self.notices = NoticeSender(bus, queue=notify_queue)
         # the answers to servers' questions, announced by the agents' approvals services
         self._answers = ApprovalGate(bus, notify_queue=approvals_notify_queue)
+        elicitor = Elicitor(self._answers)
+        # sign-ins of items with `auth` (mcp_oauth): kept in `logins`, finished at the
+        # gateway's callback under `public_url`, announced to the other replicas
+        self.logins = Logins(logins if logins is not None else MemoryGrants(),
+                             http=http_factory(addresses), public_url=public_url,
+                             announce=self.notices.login_completed)
+        self.signin = SignIn(self.logins, elicitor)
+        self._login_notices = NoticeWatcher(bus, queue=notify_queue)
         self.pool = SessionPool(sampler=Sampler(self._llm, timeout=sampling_timeout),
-                                elicitor=Elicitor(self._answers),
+                                elicitor=elicitor,
                                 on_tools_changed=self.notices.tools_changed,
-                                addresses=addresses)
+                                addresses=addresses, auth=self.signin.auth_for)
         #: the workspace of requests that name none
         self.workspace = workspace
         #: workspace -> its mcp items (each request is served from its own workspace's)
@@ -179,6 +194,7 @@ class McpToolService(Service):
         await self._llm.start()
         await self._answers.start()
         await self.notices.start()
+        await self._login_notices.watch_logins(self.logins.completed)
         await self._watcher.start()
         await super().start()
 
@@ -186,6 +202,7 @@ class McpToolService(Service):
         await super().stop()
         await self._watcher.stop()
         await self.pool.close()
+        await self._login_notices.stop()
         await self.notices.stop()
         await self._answers.stop()
         await self._llm.stop()
@@ -281,14 +298,28 @@ class McpToolService(Service):
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
+        operation = request.get("operation")
+        if operation in ("logins", "login-finish"):  # about the caller, not one item
+            await self._watcher.ensure(workspace)
+            await reply(response(object=await self._login_operation(operation, request,
+                                                                     None, workspace)))
+            return
         server = await self._lookup(request.get("name"), workspace)
         timeout = self._timeout(request)
-        operation = request.get("operation")
         if operation is None or operation == "":  # absent: TrustGraph's plain call
             operation = "invoke"
+        if operation in LOGIN_OPERATIONS:
+            await reply(response(object=await self._login_operation(operation, request,
+                                                                     server, workspace)))
+            return
+        actor = actor_of(request)
+        # an item that signs in per person: this caller's own session and grant
+        server = self._as_caller(server, actor)
         if operation == "describe":
+            await self.signin.ensure(server, None, actor=actor)
             await reply(response(object=await self.describe(server, timeout=timeout)))
         elif operation == "list-tools":
+            await self.signin.ensure(server, None, actor=actor)
             await reply(response(object=await self.list_tools(server, timeout=timeout)))
         elif operation in ("invoke", "call"):
             parameters = parse_parameters(request.get("parameters"))
@@ -301,13 +332,49 @@ class McpToolService(Service):
             asking = Asking(key=key, workspace=workspace, left=progress.left,
                             hold=progress.hold,
                             send=reply if request.get("progress") is True else None)
-            result = await self.pool.call_tool(server, parameters, timeout=timeout,
-                                               progress=progress, key=key or _call_key(request),
-                                               asking=asking)
+            result = await self._call(server, parameters, timeout=timeout,
+                                      progress=progress, key=key or _call_key(request),
+                                      asking=asking, actor=actor)
             await progress.settled()
             await reply(self._result_response(server, result))
         else:
             raise bad_request(f"unknown operation {operation!r}; operations: invoke, describe, list-tools")
+
+    async def _call(self, server: McpServer, parameters: dict[str, Any], *, timeout: float,
+                    progress: Any, key: str | None, asking: Asking,
+                    actor: str | None) -> McpResult:
+        """Call the tool, signed in first when its server wants OAuth (mcp/signin.py); a
+        refused grant (revoked, too narrow) is signed in again once."""
+        await self.signin.ensure(server, asking, actor=actor)
+        try:
+            return await self.pool.call_tool(server, parameters, timeout=timeout,
+                                             progress=progress, key=key, asking=asking)
+        except McpSignInRefused as e:
+            await self.signin.ensure(server, asking, actor=actor, challenge=e.challenge)
+        return await self.pool.call_tool(server, parameters, timeout=timeout,
+                                         progress=progress, key=key, asking=asking)
+
+    @staticmethod
+    def _as_caller(server: McpServer, actor: str | None) -> McpServer:
+        try:
+            return as_caller(server, actor)
+        except OAuthError as e:
+            raise ServiceError(e.message, type=e.type) from None
+
+    async def _login_operation(self, operation: str, request: dict[str, Any],
+                               server: McpServer | None, workspace: str) -> Any:
+        try:
+            if operation == "logins":
+                servers = self.workspaces.get(workspace, _Servers()).servers
+                return await login_operations.listing(self.logins, servers, workspace, request)
+            if operation == "login-finish":
+                return await login_operations.finish(self.logins, request)
+            assert server is not None
+            if operation == "login":
+                return await login_operations.login(self.logins, server, request)
+            return await login_operations.logout(self.logins, server, request)
+        except OAuthError as e:
+            raise ServiceError(e.message, type=e.type) from None
 
     async def describe(self, server: McpServer, *, timeout: float) -> dict[str, Any]:
         """``{"name", "description", "inputSchema"}`` of the remote tool."""
@@ -372,7 +439,8 @@ class McpToolClient(RpcClient):
                      timeout: float = 60.0, max_timeout: float | None = None,
                      on_progress: ProgressSink | None = None,
                      on_question: QuestionSink | None = None,
-                     workspace: str | None = None, key: str | None = None) -> str:
+                     workspace: str | None = None, key: str | None = None,
+                     actor: str | None = None) -> str:
         """The tool's text, or the JSON text of its structured result; ``name`` is an mcp
         item of ``workspace`` (default: the service's); ``key``: the call's idempotency key,
         passed to the server in the call's ``_meta`` (docs/dialogs.md).
@@ -386,6 +454,8 @@ class McpToolClient(RpcClient):
             body["workspace"] = workspace
         if key is not None:
             body[IDEMPOTENCY_KEY] = key
+        if actor is not None:  # whose sign-in the call uses (a dialog's person)
+            body[ACTOR_FIELD] = actor
         if on_progress is not None:
             answer = await stream_call(self._rpc, body, timeout=timeout,
                                        max_timeout=max(max_timeout or timeout, timeout),

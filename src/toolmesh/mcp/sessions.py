@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any, TypeVar
 
+import httpx2
 import mcp_types
 from mcp import ClientSession
 from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
@@ -39,6 +40,7 @@ from toolmesh.mcp.elicitation import Asking, Elicitor
 from toolmesh.mcp.errors import (
     InvalidArguments,
     McpError,
+    McpSignInRefused,
     McpUnreachable,
     describe,
     needs_task_augmentation,
@@ -83,8 +85,11 @@ class SessionPool:
     def __init__(self, *, connect_timeout: float = CONNECT_TIMEOUT,
                  sampler: Sampler | None = None, elicitor: Elicitor | None = None,
                  on_tools_changed: ToolsChanged | None = None,
-                 addresses: AddressPolicy = DEFAULT_POLICY) -> None:
+                 addresses: AddressPolicy = DEFAULT_POLICY,
+                 auth: Callable[[McpServer], httpx2.Auth | None] | None = None) -> None:
         self.connect_timeout = connect_timeout
+        #: what signs the HTTP requests of a session to a server that wants OAuth
+        self.auth = auth
         #: where HTTP servers may be reached (mcp/addresses.py)
         self.addresses = addresses
         self.sampler = sampler  # answers servers allowed to sample (mcp/sampling.py)
@@ -93,8 +98,8 @@ class SessionPool:
         #: so, or refused a call's arguments: whoever copied a schema should read it again)
         self.on_tools_changed = on_tools_changed
         self._connections: dict[str, Connection] = {}  # connection key -> connection
-        #: (workspace, server id) -> the connection key it last used
-        self._keys: dict[tuple[str, str], str] = {}
+        #: (workspace, server id, principal) -> the connection key it last used
+        self._keys: dict[tuple[str, str, str], str] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -156,10 +161,9 @@ class SessionPool:
     async def forget(self, server_id: str, *, workspace: str = DEFAULT_WORKSPACE) -> None:
         """Drop ``server_id`` of ``workspace``; its session is closed unless another item
         still uses it. The next call for it connects anew."""
-        key = self._keys.pop((workspace, server_id), None)
-        conn = self._release(key)
-        if conn is not None:
-            await conn.close()
+        slots = [slot for slot in self._keys if slot[:2] == (workspace, server_id)]
+        released = [self._release(self._keys.pop(slot)) for slot in slots]
+        await asyncio.gather(*(conn.close() for conn in released if conn is not None))
 
     async def close(self) -> None:
         """Close every session (stdio children are stopped and reaped)."""
@@ -199,7 +203,9 @@ class SessionPool:
                                                    sampler=self.sampler,
                                                    elicitor=self.elicitor,
                                                    on_tools_changed=self._tools_changed,
-                                                   addresses=self.addresses)
+                                                   addresses=self.addresses,
+                                                   auth=self.auth(server)
+                                                   if self.auth is not None else None)
         return conn
 
     def _tools_changed(self, conn: Connection) -> None:
@@ -207,7 +213,7 @@ class SessionPool:
         conn.tools = None
         # a connection belongs to one workspace (its key includes it)
         workspace = conn.server.workspace
-        ids = sorted(id for (ws, id), key in self._keys.items() if key == conn.key)
+        ids = sorted({id for (ws, id, _), key in self._keys.items() if key == conn.key})
         log.info("the tools of MCP server %s changed (for %s)", conn.server.where,
                  ", ".join(map(repr, ids)) or "no item")
         if ids and self.on_tools_changed is not None:
@@ -271,6 +277,10 @@ class SessionPool:
             code, message = e.error.code, e.error.message
             if code == mcp_types.REQUEST_TIMEOUT:
                 raise self._timed_out(server, what, timeout) from None
+            if server.oauth is not None and conn.watch.challenge is not None:
+                # answered 401/403 even after a refresh: the person must sign in (again)
+                raise McpSignInRefused(f"MCP server {server.id!r} refused {what}: it wants "
+                                       "a sign-in", challenge=conn.watch.challenge) from None
             if code == mcp_types.INVALID_REQUEST and conn.watch.session_gone:
                 # The HTTP server answered 404 to our session id (it restarted, or expired the
                 # session): it refused the request without running it.

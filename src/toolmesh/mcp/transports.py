@@ -80,8 +80,15 @@ class HttpWatch:
     def __init__(self) -> None:
         self.last_error: str | None = None
         self.session_gone = False
+        #: the last 401 or 403 (of a server that wants OAuth: "sign in", or "more scope"),
+        #: until a request succeeds again
+        self.challenge: httpx2.Response | None = None
 
     async def __call__(self, response: httpx2.Response) -> None:
+        if response.status_code in (401, 403):
+            self.challenge = response
+        elif response.status_code < 400:
+            self.challenge = None
         if response.status_code >= 400:
             self.last_error = f"HTTP {response.status_code} {response.reason_phrase}".strip()
             if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
@@ -250,11 +257,20 @@ def _client_factory(status: HttpWatch, backend: GuardedBackend) -> Any:
     return make
 
 
+def http_client(policy: AddressPolicy, reach: Reach) -> httpx2.AsyncClient:
+    """An HTTP client whose connections go only where ``policy`` lets an item of ``reach``
+    go (for the requests of a sign-in: metadata, registration, tokens)."""
+    return httpx2.AsyncClient(transport=_GuardedTransport(GuardedBackend(policy, reach)),
+                              trust_env=False, timeout=httpx2.Timeout(HTTP_TIMEOUT))
+
+
 @asynccontextmanager
 async def open_transport(server: McpServer, status: HttpWatch, *,
-                         policy: AddressPolicy = DEFAULT_POLICY) -> AsyncIterator[Any]:
+                         policy: AddressPolicy = DEFAULT_POLICY,
+                         auth: httpx2.Auth | None = None) -> AsyncIterator[Any]:
     """The ``(read_stream, write_stream)`` pair of a new connection to ``server``, whose
-    TCP connections go only where ``policy`` lets it."""
+    TCP connections go only where ``policy`` lets it; ``auth``: what signs its HTTP requests
+    (an item that signs in with OAuth: :class:`toolmesh.mcp_oauth.BearerAuth`)."""
     if server.transport == "stdio":
         params = StdioServerParameters(command=server.command or "", args=list(server.args),
                                        env=dict(server.env) or None)
@@ -265,11 +281,11 @@ async def open_transport(server: McpServer, status: HttpWatch, *,
         make = _client_factory(status, GuardedBackend(policy, server.reach))
         async with sse_client(request_url(server), headers=_headers(server),
                               timeout=HTTP_TIMEOUT, sse_read_timeout=SSE_READ_TIMEOUT,
-                              httpx_client_factory=make) as streams:
+                              httpx_client_factory=make, auth=auth) as streams:
             yield streams
     else:
         make = _client_factory(status, GuardedBackend(policy, server.reach))
-        async with make(headers=_headers(server),
+        async with make(headers=_headers(server), auth=auth,
                         timeout=httpx2.Timeout(HTTP_TIMEOUT, read=SSE_READ_TIMEOUT)) as http, \
                 streamable_http_client(request_url(server), http_client=http) as streams:
             yield streams

@@ -129,8 +129,10 @@ class ToolCallsService(Service):
         key = request.get("key")
         if not isinstance(key, str) or not key:
             key = f"tool-calls/{current_request_id() or uuid.uuid4().hex}"
+        actor = request.get("actor")  # set by the gateway's /mcp, never by a client
         outcome = await self.runner.run(name, arguments, offered, user=user, emit=emit,
                                         tally=DialogTally(), key=key, permit=permit,
+                                        actor=actor if isinstance(actor, str) else None,
                                         parts=part if streaming else None)
         if asking:
             await reply({"approval": asking, "end_of_stream": True})

@@ -396,6 +396,8 @@ class McpEndpoint:
         body = {"operation": "call", "workspace": caller.workspace, "name": name,
                 "arguments": arguments, "progress": progress is not None,
                 "ask": ask is not None,
+                # whose sign-ins an MCP server that signs each person in uses (mcp/signin.py)
+                "actor": who,
                 # one key for the call, the approved attempt after a person's yes included
                 "key": f"{who}/{key if key is not None else 'mcp-' + uuid.uuid4().hex}"}
         try:

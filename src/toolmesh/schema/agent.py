@@ -53,6 +53,9 @@ class AgentRequest:
     history: tuple[Step, ...] = ()
     user: str = DEFAULT_USER
     streaming: bool = False
+    #: the toolmesh identity that asked, as the gateway stamped it (``actor``; a client's own
+    #: is overwritten): whose sign-ins the dialog's MCP calls use. ``None``: not through it
+    actor: str | None = None
 
 
 def _bad(message: str) -> ServiceError:
@@ -82,9 +85,11 @@ def parse_request(body: Mapping[str, Any]) -> AgentRequest:
     streaming = body.get("streaming")
     if streaming is not None and not isinstance(streaming, bool):
         raise _bad(f"'streaming' must be true or false, not {_type_name(streaming)}")
+    actor = body.get("actor")
     return AgentRequest(question=question, state=state, groups=tuple(group) if group else None,
                         history=tuple(_step(i, raw) for i, raw in enumerate(history)), user=user,
-                        streaming=bool(streaming))
+                        streaming=bool(streaming),
+                        actor=actor if isinstance(actor, str) and actor else None)
 
 
 def _step(i: int, raw: Any) -> Step:

@@ -46,6 +46,9 @@ class Call:
     #: where the pieces of a streamed answer go as they come (a caller outside a dialog
     #: shows them as progress: :mod:`toolmesh.mcp_endpoint.calls`); ``None``: only the whole
     parts: Callable[[str], Awaitable[None]] | None = None
+    #: the toolmesh identity the dialog is for: an MCP server that signs each person in
+    #: uses theirs (:mod:`toolmesh.mcp.signin`); ``None``: not known
+    actor: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -157,6 +157,12 @@ class McpSchemas:
             described = await self.client.describe(id, timeout=self.describe_timeout,
                                                    workspace=workspace)
         except RequestError as e:
+            if e.type == LOGIN_REQUIRED:
+                # a server that signs in each person: the tool is offered with its declared
+                # arguments, and the call asks its person to sign in (mcp/signin.py)
+                entry.unavailable = None
+                entry.expires = self._clock() + self.retry_after
+                return
             entry.unavailable = e.message  # no such remote tool, or no server: not offered
             entry.retry_at = self._clock() + self.retry_after
             log.warning("MCP tool %r of workspace %r is not offered: %s (asking again in "
@@ -184,6 +190,10 @@ class McpSchemas:
             log.info("MCP tool %r of workspace %r answers again; it is offered", id,
                      workspace)
         entry.unavailable = None
+
+
+#: the mcp-tool service's error when a server wants a sign-in the caller has not given
+LOGIN_REQUIRED = "login-required"
 
 
 def _frozen(item: Any) -> Any:

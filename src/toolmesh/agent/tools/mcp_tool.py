@@ -103,7 +103,8 @@ class McpTool(Tool):
                                                 max_timeout=call.max_timeout,
                                                 on_progress=call.progress,
                                                 on_question=call.ask,
-                                                workspace=self.workspace, key=call.key))
+                                                workspace=self.workspace, key=call.key,
+                                                actor=call.actor))
         except RequestError as e:
             if e.type == INVALID_ARGUMENTS:
                 # the server's schema and ours disagree: ours is stale, read it before the
