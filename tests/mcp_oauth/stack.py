@@ -27,7 +27,7 @@ CLEAN_ENV = {"TOOLMESH_TOKEN": "", "TRUSTGRAPH_TOKEN": "", "TOOLMESH_GATEWAY_TOK
 
 @dataclass
 class Person:
-    """A toolmesh identity: a scoped token (agent + tools:invoke in default)."""
+    """A toolmesh identity: a scoped token of workspace ``default``."""
 
     name: str
     token: str
@@ -41,8 +41,9 @@ async def cli(served: Served, *args: str, token: str | None = ADMIN,
 
 
 async def person(served: Served, name: str) -> Person:
+    """A person who may hold dialogs, call tools and answer their dialogs' questions."""
     code, out, err = await cli(served, "token", "create", "-w", "default", "-c", "agent",
-                               "-c", "tools:invoke", "--name", name)
+                               "-c", "tools:invoke", "-c", "approve", "--name", name)
     assert code == 0, err
     return Person(name, out.strip())
 
@@ -123,3 +124,49 @@ async def login_command(served: Served, item: str, *extra: str,
 def data(tmp: Path) -> Path:
     tmp.mkdir(parents=True, exist_ok=True)
     return tmp
+
+
+class Dialog:
+    """A dialog over the gateway's WebSocket as ``token``'s person: its frames as they come."""
+
+    def __init__(self, served: Served, token: str, question: str) -> None:
+        self.frames: list[dict[str, Any]] = []
+        self._asked = asyncio.Event()
+        self._served, self._token, self._question = served, token, question
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> str:
+        async with aiohttp.ClientSession() as http, \
+                http.ws_connect(self._served.url + "api/v1/socket") as ws:
+            await ws.send_json({"type": "auth", "token": self._token})
+            assert (await ws.receive_json(timeout=10))["type"] == "auth-ok"
+            await ws.send_json({"id": "d", "service": "agent", "flow": "default",
+                                "request": {"question": self._question, "streaming": True}})
+            while True:
+                frame = await ws.receive_json(timeout=120)
+                response = frame.get("response") or {}
+                self.frames.append(frame)
+                if response.get("message_type") == "elicitation-request":
+                    self._asked.set()
+                if frame.get("error"):
+                    raise AssertionError(f"the dialog failed: {frame}")
+                if response.get("end_of_dialog") or frame.get("complete"):
+                    return str(response.get("content") or response.get("answer") or "")
+
+    async def question(self) -> dict[str, Any]:
+        async with asyncio.timeout(60):
+            await asyncio.wait({self.task, asyncio.ensure_future(self._asked.wait())},
+                               return_when=asyncio.FIRST_COMPLETED)
+        if self.task.done():
+            self.task.result()
+            raise AssertionError(f"the dialog ended without a question: {self.frames}")
+        return next(f["response"]["elicitation"] for f in self.frames
+                    if (f.get("response") or {}).get("message_type") == "elicitation-request")
+
+    async def answer(self) -> str:
+        async with asyncio.timeout(120):
+            return await self.task
+
+    def said(self) -> str:
+        """Everything the dialog said, as text."""
+        return json.dumps(self.frames)

@@ -161,7 +161,8 @@ class McpToolService(Service):
         # gateway's callback under `public_url`, announced to the other replicas
         self.logins = Logins(logins if logins is not None else MemoryGrants(),
                              http=http_factory(addresses), public_url=public_url,
-                             announce=self.notices.login_completed)
+                             announce=self.notices.login_completed,
+                             on_completed=self._signed_in)
         self.signin = SignIn(self.logins, elicitor)
         self._login_notices = NoticeWatcher(bus, queue=notify_queue)
         self.pool = SessionPool(sampler=Sampler(self._llm, timeout=sampling_timeout),
@@ -353,6 +354,11 @@ class McpToolService(Service):
             await self.signin.ensure(server, asking, actor=actor, challenge=e.challenge)
         return await self.pool.call_tool(server, parameters, timeout=timeout,
                                          progress=progress, key=key, asking=asking)
+
+    def _signed_in(self, workspace: str, principal: str, resource: str) -> None:
+        """A new grant: the sessions begun under the old one end (a server may bind a session
+        to the token it began with), and the next call opens one with the new grant."""
+        self.pool.drop_principal(workspace, principal)
 
     @staticmethod
     def _as_caller(server: McpServer, actor: str | None) -> McpServer:

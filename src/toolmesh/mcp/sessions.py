@@ -165,6 +165,12 @@ class SessionPool:
         released = [self._release(self._keys.pop(slot)) for slot in slots]
         await asyncio.gather(*(conn.close() for conn in released if conn is not None))
 
+    def drop_principal(self, workspace: str, principal: str) -> None:
+        """End the sessions ``principal`` holds in ``workspace`` (their grant changed); the
+        next call connects anew."""
+        for slot in [s for s in self._keys if s[0] == workspace and s[2] == principal]:
+            self._close_later(self._release(self._keys.pop(slot)))
+
     async def close(self) -> None:
         """Close every session (stdio children are stopped and reaped)."""
         self._closed = True

@@ -84,15 +84,18 @@ class Logins:
     ``http``: opens the HTTP client to reach a target's servers with (the service's, which
     checks addresses); ``public_url``: where people's browsers reach the gateway (its
     callback, and its client metadata document when it is HTTPS); ``announce``: told
-    ``(workspace, principal, resource)`` of each login finished here."""
+    ``(workspace, principal, resource)`` of each login finished here; ``on_completed``: of
+    each login finished here or announced by another replica."""
 
     def __init__(self, store: GrantStore, *, http: HttpFactory, public_url: str | None = None,
-                 login_ttl: float = LOGIN_TTL, announce: Announce | None = None) -> None:
+                 login_ttl: float = LOGIN_TTL, announce: Announce | None = None,
+                 on_completed: Announce | None = None) -> None:
         self.store = store
         self._http = http
         self.public_url = public_url.rstrip("/") if public_url else None
         self.login_ttl = login_ttl
         self._announce = announce
+        self._on_completed = on_completed
         self._locks: defaultdict[tuple[str, str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
         self._waiting: defaultdict[tuple[str, str, str], list[asyncio.Future[None]]] = \
             defaultdict(list)
@@ -315,6 +318,8 @@ class Logins:
 
     def completed(self, workspace: str, principal: str, resource: str) -> None:
         """A login of ``principal`` for ``resource`` finished: wake whoever waits for it."""
+        if self._on_completed is not None:
+            self._on_completed(workspace, principal, resource)
         for future in list(self._waiting.get((workspace, principal, resource), ())):
             if not future.done():
                 future.set_result(None)
