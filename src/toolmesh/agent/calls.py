@@ -143,7 +143,8 @@ class ToolRunner:
                         await ask(tool.name, request)
 
                 call = Call(user=user, timeout=timeout, max_timeout=most, progress=relay,
-                            key=key, ask=question, parts=parts, actor=actor)
+                            key=key, ask=question if ask is not None else None, parts=parts,
+                            actor=actor)
                 return await tool.invoke(arguments, call), "ok"
         except (RequestTimeout, TimeoutError):
             return (f"Error: the tool {tool.name!r} did not answer within {timeout:g} s",

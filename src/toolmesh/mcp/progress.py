@@ -225,6 +225,10 @@ async def stream_call(rpc: RequestClient, body: dict[str, Any], *, timeout: floa
     left of ``max_timeout``: the service waits for the answer.
     """
     body = {**body, "timeout": timeout, "max-timeout": max_timeout, "progress": True}
+    if on_question is None:
+        # nobody to ask: the service refuses the server's questions (and a sign-in) at once
+        # instead of waiting for an answer that cannot come
+        body["questions"] = False
     responses: AsyncIterator[dict[str, Any]] = rpc.stream(body, timeout=max_timeout + margin)
     limit = _now() + max_timeout + margin
     asked = False

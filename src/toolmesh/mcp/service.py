@@ -16,8 +16,11 @@ Progress (:mod:`toolmesh.mcp.progress`): the server's progress notifications pus
 "message"}, "end_of_stream": false}`` before the final one, whose shape is unchanged.
 Sampling requests of servers whose item allows it go to the text-completion service
 (:mod:`toolmesh.mcp.sampling`); a server's questions during a call (elicitation) go to the
-caller as ``{..., "elicitation": REQUEST, "end_of_stream": false}`` when it streams, and
-wait for the person's answer (:mod:`toolmesh.mcp.elicitation`).
+caller as ``{..., "elicitation": REQUEST, "end_of_stream": false}`` when it streams (and does
+not say ``"questions": false``), and wait for the person's answer
+(:mod:`toolmesh.mcp.elicitation`). An item with ``auth`` signs in with OAuth: a call uses the
+grant of the caller the gateway stamped as ``actor`` (:mod:`toolmesh.mcp.signin`), and the
+login operations are in :mod:`toolmesh.mcp.login_operations`.
 
 Idempotency keys: a dialog's call carries its key in ``io.toolmesh/idempotency-key``
 (``DIALOG/STEP/CALL``: the server's questions then go to that dialog's person); any other
@@ -332,7 +335,8 @@ class McpToolService(Service):
             # a question of the server goes to the caller, when it streams (elicitation.py)
             asking = Asking(key=key, workspace=workspace, left=progress.left,
                             hold=progress.hold,
-                            send=reply if request.get("progress") is True else None)
+                            send=reply if request.get("progress") is True
+                            and request.get("questions") is not False else None)
             result = await self._call(server, parameters, timeout=timeout,
                                       progress=progress, key=key or _call_key(request),
                                       asking=asking, actor=actor)
