@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from playwright.async_api import expect
 
 from tests.cli.test_agent_cli import EXAMPLES, JOKE
 from tests.gateway.test_scoped_tokens import create
@@ -291,16 +292,32 @@ async def test_a_url_question_shows_its_link_and_asks_nothing_in_a_form(
     await card.wait_for()
     assert "Please consent" in await card.text_content()
     address = "https://example.com/consent?step=1&x=<b>"
-    link = card.get_by_role("link", name=address)  # the address, shown as text
-    assert await link.get_attribute("target") == "_blank"
-    assert "noopener" in (await link.get_attribute("rel") or "").split()
+    # the host and the whole address, as text; nothing opens before the person says so
+    await expect(card.locator(".host")).to_have_text("example.com")
+    await expect(card.get_by_text(address, exact=True)).to_be_visible()
+    assert await card.get_by_role("link").count() == 0
     assert await card.locator("form, input, select, textarea").count() == 0
     assert await card.locator("b").count() == 0
+    await card.get_by_role("button", name="Open example.com…").click()
+    await expect(card.get_by_text("Open a page at example.com in a new tab?")).to_be_visible()
+    await card.get_by_role("button", name="Not now").click()
+    await expect(card.get_by_role("button", name="Yes, open example.com")).to_be_hidden()
+    # opened through the Workbench's go.html, so a sign-in there can find this tab's token
+    await page.context.route("https://example.com/**", lambda route: route.fulfill(
+        body="<p>consent page</p>", content_type="text/html"))
+    await card.get_by_role("button", name="Open example.com…").click()
+    async with page.expect_popup() as popped:
+        await card.get_by_role("button", name="Yes, open example.com").click()
+    tab = await popped.value
+    await tab.wait_for_url("https://example.com/consent?step=1&x=%3Cb%3E")
+    await expect(tab.get_by_text("consent page")).to_be_visible()
+    await tab.close()
+    await expect(card.get_by_text("Opened example.com in a new tab.")).to_be_visible()
 
     await card.get_by_role("button", name="Done").click()
     await card.get_by_role("status").filter(has_text="Accepted.").wait_for()
     await log.locator(".message.answer").filter(has_text="Thank you.").wait_for()
     assert "User completed the URL elicitation flow" in await log.locator(
         ".message.observation").text_content()
-    for name in ("Done", "Decline", "Cancel"):
+    for name in ("Done", "Decline", "Cancel", "Open example.com…"):
         assert await card.get_by_role("button", name=name).is_disabled()

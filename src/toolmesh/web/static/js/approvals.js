@@ -5,6 +5,7 @@
 // what waits in the workspace, over REST (overRest). Text from the server is text only.
 
 import { h, field, pretty, select, status, uid } from "./dom.js";
+import { openThroughGo, webAddress } from "./links.js";
 
 /** Errors after which the card cannot be answered any more (the others may be retried). */
 const FINAL = new Set(["not-found", "stale", "answered", "expired"]);
@@ -167,8 +168,7 @@ function elicitationBody(request, answer, controls, canAnswer) {
     controls.push(done, decline, cancel);
     return [
       h("p", { class: "question" }, message),
-      h("p", {}, "Open this page, do what it asks there, then press Done: ",
-        webLink(url)),
+      ...pageToOpen(url, controls),
       canAnswer ? h("div", { class: "toolbar" }, done, decline, cancel) : null,
     ];
   }
@@ -185,19 +185,44 @@ function elicitationBody(request, answer, controls, canAnswer) {
   return [h("p", { class: "question" }, message), form];
 }
 
-/** A link to an http(s) page, opened in a new tab; any other URL stays text only. */
-function webLink(url) {
-  let parsed = null;
-  try {
-    parsed = new URL(url);
-  } catch {
-    parsed = null;
+/** The page a URL question asks the person to open: its host, its whole address (text), and
+ * an Open button that asks first, then opens it in a new tab through go.html (js/links.js:
+ * so a sign-in there can finish as this person). An address that is not http(s) stays text,
+ * with nothing to open it. */
+function pageToOpen(text, controls) {
+  const url = webAddress(text);
+  const address = h("code", { class: "url" }, text || "(no address given)");
+  if (url === null) {
+    return [h("p", {}, "The server named a page this Workbench does not open (only http: and "
+      + "https: addresses are opened): ", address)];
   }
-  if (!parsed || !["http:", "https:"].includes(parsed.protocol)) {
-    return h("code", { class: "url" }, url || "(no address given)");
-  }
-  return h("a", { href: parsed.href, target: "_blank", rel: "noopener noreferrer",
-    class: "url" }, url);
+  const said = status();
+  const open = h("button", { type: "button", onclick: () => {
+    asking.hidden = false;
+    open.hidden = true;
+    yes.focus();
+  } }, `Open ${url.host}…`);
+  const yes = h("button", { type: "button", class: "primary", onclick: () => {
+    asking.hidden = true;
+    open.hidden = false;
+    if (openThroughGo(url)) said.set(`Opened ${url.host} in a new tab.`, "");
+    else said.set("The browser blocked the new tab: allow pop-ups for this page.", "error");
+  } }, `Yes, open ${url.host}`);
+  const no = h("button", { type: "button", onclick: () => {
+    asking.hidden = true;
+    open.hidden = false;
+    open.focus();
+  } }, "Not now");
+  const asking = h("div", { class: "open-ask", hidden: true },
+    h("p", {}, "Open a page at ", h("strong", {}, url.host), " in a new tab?"),
+    h("div", { class: "toolbar" }, yes, no));
+  controls.push(open, yes, no);
+  return [
+    h("p", {}, "The server asks you to open a page at ", h("strong", { class: "host" }, url.host),
+      ", do what it asks there, then press Done."),
+    h("p", { class: "address" }, address),
+    h("div", { class: "toolbar" }, open), asking, said,
+  ];
 }
 
 /** One input per property of a flat JSON Schema object (string, number, integer, boolean,

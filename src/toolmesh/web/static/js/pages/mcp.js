@@ -10,6 +10,7 @@
 import { fieldOfError } from "../api.js";
 import { checkbox, confirmDelete, field, h, pretty, replace, select, status } from "../dom.js";
 import { go, subRoute } from "../route.js";
+import { oauthPer, signIns } from "./mcp-signin.js";
 
 const TYPE = "mcp";
 const MASK = "***";
@@ -50,7 +51,7 @@ export async function render(ctx) {
     session.canWrite ? h("div", { class: "toolbar" },
       h("button", { type: "button", onclick: () => go("mcp/new") }, "New MCP server")) : null,
     route ? null : note,
-    list(items, route), editor);
+    list(items, route, signIns(ctx, items)), editor);
 }
 
 function isStdio(value) {
@@ -69,24 +70,29 @@ function envSummary(value) {
   return h("div", { class: "muted" }, "env: ", names.map((n) => `${n}=${MASK}`).join(" "));
 }
 
-function list(items, current) {
+/** The table of items; signIn (mcp-signin.js) adds a Sign-in column when an item uses OAuth. */
+function list(items, current, signIn) {
   if (!items.length) return h("section", { class: "panel" }, h("p", { class: "muted" }, "None yet."));
   const rows = items.map(({ key, value }) => {
     const v = value && typeof value === "object" ? value : {};
-    const token = v["auth-token"] ? h("span", { class: "badge ok" }, "stored")
-      : h("span", { class: "muted" }, "none");
+    const per = oauthPer(v);
+    const token = per ? h("span", { class: "badge" }, `OAuth, per ${per}`)
+      : v["auth-token"] ? h("span", { class: "badge ok" }, "stored")
+        : h("span", { class: "muted" }, "none");
     return h("tr", { class: key === current ? "selected" : "" },
       h("td", {}, h("a", { href: `#/mcp/${encodeURIComponent(key)}`,
         "aria-current": key === current ? "true" : null }, key)),
       h("td", {}, v.transport || "streamable-http"),
       h("td", {}, h("code", {}, where(v)), envSummary(v)),
       h("td", {}, v["remote-name"] || key),
-      h("td", {}, token));
+      h("td", {}, token),
+      signIn.any ? h("td", {}, signIn.cell(key, v)) : null);
   });
+  const columns = ["Key", "Transport", "Server", "Remote tool", "Token",
+    signIn.any ? "Sign-in" : null].filter(Boolean);
   return h("section", { class: "panel", "aria-label": "Configured MCP servers" },
     h("table", {},
-      h("thead", {}, h("tr", {}, ["Key", "Transport", "Server", "Remote tool", "Token"]
-        .map((t) => h("th", { scope: "col" }, t)))),
+      h("thead", {}, h("tr", {}, columns.map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, rows)));
 }
 
