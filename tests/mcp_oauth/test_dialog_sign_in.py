@@ -8,14 +8,17 @@ clear observation."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 import pytest
 
 from tests.browser import chromium, chromium_missing
 from tests.mcp_oauth.authserver import AuthServer, missing_node
 from tests.mcp_oauth.browser_login import log_in_with_browser
-from tests.mcp_oauth.browserless import follow, redirect_params
+from tests.mcp_oauth.browserless import follow, log_in, redirect_params
 from tests.mcp_oauth.protected_server import ProtectedServer
 from tests.mcp_oauth.stack import ADMIN, Dialog, mcp_tool, oauth_item, person, post, put_items
 from tests.servers import Served, serving
@@ -103,4 +106,70 @@ async def test_a_person_who_says_no_gives_the_model_a_clear_observation(
     await dialog.answer()
     said = dialog.said()
     assert "declined to sign in" in said
+    assert server.calls == []
+
+
+class LinkFollower:
+    """An MCP client's person: signs in at the link a URL-mode question brings (as
+    ``username``, posting the callback as their own toolmesh identity), or says no."""
+
+    def __init__(self, served: Served, token: str, username: str, *, say_no: bool = False
+                 ) -> None:
+        self.served, self.token, self.username, self.say_no = served, token, username, say_no
+        self.asked: list[Any] = []
+
+    async def __call__(self, context: Any, params: Any) -> Any:
+        import mcp_types
+
+        self.asked.append(params)
+        if self.say_no or getattr(params, "mode", None) != "url":
+            return mcp_types.ElicitResult(action="decline")
+        answer = redirect_params(await log_in(params.url, username=self.username))
+        status, body = await mcp_tool(self.served, {"operation": "login-finish", **answer},
+                                      self.token)
+        assert status == 200, body
+        return mcp_types.ElicitResult(action="accept")
+
+
+@asynccontextmanager
+async def mcp_session(served: Served, token: str, person: LinkFollower | None
+                      ) -> AsyncIterator[Any]:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=60) as http, \
+            streamable_http_client(served.url + "mcp", http_client=http) as (read, write, *_), \
+            ClientSession(read, write, elicitation_callback=person) as session:
+        await session.initialize()
+        yield session
+
+
+async def test_an_mcp_client_at_mcp_gets_the_link_and_its_call_goes_on(
+        served: Served, server: ProtectedServer) -> None:
+    dora, erik = await person(served, "dora"), await person(served, "erik")
+    follower = LinkFollower(served, dora.token, "dora")
+    async with mcp_session(served, dora.token, follower) as session:
+        result = await session.call_tool("whoami", {})
+    assert not result.is_error, result
+    assert result.content[0].text.startswith("dora (scopes:")
+    [asked] = follower.asked
+    assert asked.mode == "url" and "127.0.0.1" in asked.message
+    assert parse_qs(urlsplit(asked.url).query)["code_challenge_method"] == ["S256"]
+
+    # a person who says no: the call ends with that, and nothing ran for them
+    refuser = LinkFollower(served, erik.token, "erik", say_no=True)
+    async with mcp_session(served, erik.token, refuser) as session:
+        result = await session.call_tool("whoami", {})
+    assert result.is_error and "declined to sign in" in result.content[0].text, result
+    assert len(refuser.asked) == 1
+    assert server.calls == [("dora", "whoami")]
+
+
+async def test_an_mcp_client_that_takes_no_links_is_told_how_to_sign_in(
+        served: Served, server: ProtectedServer) -> None:
+    fay = await person(served, "fay")
+    async with mcp_session(served, fay.token, None) as session:  # declares no elicitation
+        result = await session.call_tool("whoami", {})
+    assert result.is_error and "toolmesh mcp login whoami" in result.content[0].text, result
     assert server.calls == []

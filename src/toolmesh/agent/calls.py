@@ -50,6 +50,9 @@ class Outcome:
 
     observation: str
     ok: bool
+    #: how a call that ran ended: ``ok``, ``timeout``, or the error's type
+    #: (``login-required``...); empty for a call that did not run
+    kind: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +123,7 @@ class ToolRunner:
         seconds = time.perf_counter() - started
         tally.tool_ran(seconds)
         metrics.tool_call(tool=tool.name, type=kind, outcome=outcome, seconds=seconds)
-        return Outcome(observation=observation, ok=outcome == "ok")
+        return Outcome(observation=observation, ok=outcome == "ok", kind=outcome)
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any], user: str,
                       emit: Emit, key: str | None, ask: Ask | None,

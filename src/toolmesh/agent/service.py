@@ -134,7 +134,8 @@ class AgentService(Service):
                                            load=self._watcher.ensure,
                                            reload=self._watcher.reload, runner=self.loop.runner,
                                            approval=options.approval, workspace=workspace,
-                                           id=id, **(tool_calls_queues or {}))
+                                           id=id, gate=self.gate,
+                                           **(tool_calls_queues or {}))
         self._taken_up: set[asyncio.Task[None]] = set()
         #: the ids of the journaled dialogs this process is running
         self._in_hand: set[str] = set()

@@ -76,7 +76,7 @@ class ApprovalsService(Service):
                        "approval-request or the list shows them)")
         asked = await self._asked(workspace, dialog, call)
         answer = _answer(operation, request, asked)
-        if self.journal is not None:
+        if self.journal is not None and asked.get("journaled") is not False:
             try:
                 await self.journal.append(dialog, [(ANSWER_ENTRY, answer)])
             except JournalError as e:
@@ -115,7 +115,9 @@ class ApprovalsService(Service):
         """The request waiting for ``call`` of ``dialog`` in ``workspace``; or the error
         that says why there is none to answer."""
         held = self.gate.held(dialog, call)
-        if held is not None and held.get("workspace") == workspace and self.journal is None:
+        # a question of a call made outside any dialog (through /mcp) is in no journal
+        if held is not None and held.get("workspace") == workspace \
+                and (self.journal is None or held.get("journaled") is False):
             return held
         missing = ServiceError(f"no call {call!r} of dialog {dialog!r} waits for an answer in "
                                f"workspace {workspace!r}", type="not-found")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
 import logging
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -115,6 +116,8 @@ class Connection:
                  addresses: AddressPolicy = DEFAULT_POLICY,
                  auth: httpx2.Auth | None = None) -> None:
         self.server = server
+        #: when it was opened (Unix seconds): a grant changed since ends it (sessions.py)
+        self.opened = time.time()
         self._auth = auth  # signs the HTTP requests of a server that wants OAuth
         self.addresses = addresses  # where its TCP connections may go (mcp/addresses.py)
         self.key = server.connection_key

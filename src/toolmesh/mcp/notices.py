@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -27,8 +28,8 @@ MCP_TOOL_NOTIFY_QUEUE = "notify:tg:mcp-tool:default"
 
 #: ``(workspace, ids)``: the tools of these mcp items of that workspace changed
 ToolsChanged = Callable[[str, list[str]], None]
-#: ``(workspace, principal, resource)``: a login finished (mcp_oauth)
-LoginCompleted = Callable[[str, str, str], None]
+#: ``(workspace, principal, resource, at)``: a login finished (mcp_oauth), at that time
+LoginCompleted = Callable[[str, str, str, float], None]
 
 
 class NoticeSender:
@@ -61,7 +62,8 @@ class NoticeSender:
         if self._producer is None:
             return
         task = asyncio.create_task(self._send({"login-completed": {
-            "workspace": workspace, "principal": principal, "resource": resource}}))
+            "workspace": workspace, "principal": principal, "resource": resource,
+            "at": time.time()}}))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
@@ -133,5 +135,7 @@ class NoticeWatcher:
         if len(fields) != 3 or not all(isinstance(f, str) for f in fields):
             log.warning("ignored a malformed login notice: %r", done)
             return
+        at = done.get("at")
+        at = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else time.time()
         for callback in list(self._login_callbacks):
-            callback(*fields)
+            callback(*fields, at)

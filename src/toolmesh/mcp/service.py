@@ -359,10 +359,11 @@ class McpToolService(Service):
         return await self.pool.call_tool(server, parameters, timeout=timeout,
                                          progress=progress, key=key, asking=asking)
 
-    def _signed_in(self, workspace: str, principal: str, resource: str) -> None:
-        """A new grant: the sessions begun under the old one end (a server may bind a session
-        to the token it began with), and the next call opens one with the new grant."""
-        self.pool.drop_principal(workspace, principal)
+    def _signed_in(self, workspace: str, principal: str, resource: str, at: float) -> None:
+        """A new grant (made at ``at``): the sessions begun under the old one end (a server
+        may bind a session to the token it began with); the next call opens one with the new
+        grant."""
+        self.pool.drop_principal(workspace, principal, before=at)
 
     @staticmethod
     def _as_caller(server: McpServer, actor: str | None) -> McpServer:

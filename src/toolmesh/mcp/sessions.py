@@ -165,10 +165,14 @@ class SessionPool:
         released = [self._release(self._keys.pop(slot)) for slot in slots]
         await asyncio.gather(*(conn.close() for conn in released if conn is not None))
 
-    def drop_principal(self, workspace: str, principal: str) -> None:
-        """End the sessions ``principal`` holds in ``workspace`` (their grant changed); the
-        next call connects anew."""
+    def drop_principal(self, workspace: str, principal: str, *, before: float) -> None:
+        """End the sessions ``principal`` holds in ``workspace`` that were opened before
+        ``before`` (Unix seconds: when their grant changed); the next call connects anew. A
+        session opened since already carries the new grant, and is kept."""
         for slot in [s for s in self._keys if s[0] == workspace and s[2] == principal]:
+            conn = self._connections.get(self._keys[slot])
+            if conn is not None and conn.opened >= before:
+                continue
             self._close_later(self._release(self._keys.pop(slot)))
 
     async def close(self) -> None:

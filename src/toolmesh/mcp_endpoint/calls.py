@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from functools import partial
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -38,6 +39,8 @@ from toolmesh.agent.tools import Tool
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.approvals import Policy
 from toolmesh.approvals.digest import call_digest
+from toolmesh.approvals.gate import ApprovalGate
+from toolmesh.approvals.wire import seconds_left
 from toolmesh.bus.base import Bus
 from toolmesh.config.workspaces import request_workspace
 from toolmesh.errors import ServiceError
@@ -59,6 +62,7 @@ class ToolCallsService(Service):
                  load: Callable[[str], Awaitable[None]],
                  reload: Callable[[str], Awaitable[None]] | None = None, runner: ToolRunner,
                  approval: Policy, workspace: str, id: str = "agent",
+                 gate: ApprovalGate | None = None,
                  request_queue: str = TOOL_CALLS_REQUEST_QUEUE,
                  response_queue: str = TOOL_CALLS_RESPONSE_QUEUE) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
@@ -69,6 +73,8 @@ class ToolCallsService(Service):
         self.runner = runner
         self.approval = approval
         self.workspace = workspace
+        #: where the answers to servers' questions arrive (the agent's; None: none asked)
+        self.gate = gate
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
@@ -130,8 +136,23 @@ class ToolCallsService(Service):
         if not isinstance(key, str) or not key:
             key = f"tool-calls/{current_request_id() or uuid.uuid4().hex}"
         actor = request.get("actor")  # set by the gateway's /mcp, never by a client
+        questions = request.get("questions") is True and self.gate is not None
+
+        async def ask(tool: str, question: dict[str, Any]) -> None:
+            # a server's question (a sign-in link) for the caller's person: held here, so
+            # the approvals service takes its answer, and sent to the caller
+            assert self.gate is not None
+            shown = {**question, "tool": tool, "journaled": False,
+                     "workspace": request_workspace(request, default=self.workspace)}
+            future = self.gate.expect(shown)
+            forget = partial(self.gate.forget, str(shown["dialog"]), str(shown["call"]))
+            future.add_done_callback(lambda _: forget())
+            asyncio.get_running_loop().call_later(max(seconds_left(shown), 0.0), forget)
+            await reply({"elicitation": shown, "end_of_stream": False})
+
         outcome = await self.runner.run(name, arguments, offered, user=user, emit=emit,
                                         tally=DialogTally(), key=key, permit=permit,
+                                        ask=ask if questions else None,
                                         actor=actor if isinstance(actor, str) else None,
                                         parts=part if streaming else None)
         if asking:
@@ -140,7 +161,11 @@ class ToolCallsService(Service):
         text = outcome.observation
         if not outcome.ok and text.startswith(ERROR):
             text = text[len(ERROR):]
-        await reply({"text": text, "is_error": not outcome.ok, "end_of_stream": True})
+        answer: dict[str, Any] = {"text": text, "is_error": not outcome.ok,
+                                  "end_of_stream": True}
+        if not outcome.ok and outcome.kind:
+            answer["type"] = outcome.kind  # a caller may act on it (a sign-in: sign_in.py)
+        await reply(answer)
 
 
 async def _offered(toolset: ToolSet) -> dict[str, Tool]:

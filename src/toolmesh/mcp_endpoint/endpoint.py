@@ -48,11 +48,13 @@ from mcp_types import INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from toolmesh import __version__
+from toolmesh.approvals.service import APPROVALS_REQUEST_QUEUE, APPROVALS_RESPONSE_QUEUE
 from toolmesh.bus.base import Bus, Message, Subscription
 from toolmesh.config.service import CONFIG_PUSH_QUEUE
 from toolmesh.errors import MalformedMessage, RequestError, ServiceError
 from toolmesh.mcp.meta import IDEMPOTENCY_KEY
-from toolmesh.mcp_endpoint.approval import Ask, asker, defer
+from toolmesh.mcp_endpoint.approval import Ask, Deferred, asker, defer
+from toolmesh.mcp_endpoint.sign_in import DEFER, SignInAsk, url_asker
 from toolmesh.mcp_endpoint.asgi import serve
 from toolmesh.mcp_endpoint.calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
 from toolmesh.mcp_endpoint.fast_calls import SESSION_HEADER, VERSION_HEADER, FastCalls
@@ -70,6 +72,9 @@ from toolmesh.rpc.client import RequestClient
 from toolmesh.schema.tool_service import client_key
 
 log = logging.getLogger("toolmesh.mcp_endpoint")
+
+#: a call that failed because its server wants the caller to sign in (mcp/signin.py)
+LOGIN_REQUIRED = "login-required"
 
 CALLER = "toolmesh.caller"
 #: the config types a workspace's tools come from (the agent's toolset.WATCHED_TYPES; named
@@ -139,6 +144,10 @@ class McpEndpoint:
         self._rpc = RequestClient(
             bus, request_queue=TOOL_CALLS_REQUEST_QUEUE.replace(":default", f":{flow}"),
             response_queue=TOOL_CALLS_RESPONSE_QUEUE.replace(":default", f":{flow}"))
+        # a person's "no" to a sign-in link goes to the call waiting for it (sign_in.py)
+        self._approvals = RequestClient(
+            bus, request_queue=APPROVALS_REQUEST_QUEUE.replace(":default", f":{flow}"),
+            response_queue=APPROVALS_RESPONSE_QUEUE.replace(":default", f":{flow}"))
         self.server = Server("toolmesh", version=__version__,
                              instructions="The tools of a toolmesh workspace.",
                              on_list_tools=self._list, on_call_tool=self._call,
@@ -156,10 +165,11 @@ class McpEndpoint:
         #: workspace -> the connections that listed its tools (told when they change)
         self._sessions: dict[str, weakref.WeakSet[Any]] = {}
         self._fast = FastCalls(lambda caller, name, arguments, key: self.call(
-            caller, name, arguments, ask=defer, key=key))
+            caller, name, arguments, ask=defer, key=key, sign_in=DEFER))
 
     async def start(self) -> None:
         await self._rpc.start()
+        await self._approvals.start()
         # a manager runs once, in one task from start to end (an anyio task group)
         self.manager = SessionManager(self.server, on_end=self._ended,
                                       max_request_body_size=self._max_body)
@@ -199,6 +209,7 @@ class McpEndpoint:
                     gc.enable()
             self._running = None
         await self._rpc.stop()
+        await self._approvals.stop()
 
     async def _run(self, manager: SessionManager, started: asyncio.Event) -> None:
         async with manager.run():
@@ -377,19 +388,23 @@ class McpEndpoint:
                 is_error=True)
         text, is_error = await self.call(caller, params.name, dict(params.arguments or {}),
                                          progress=progress if token is not None else None,
-                                         ask=asker(ctx, caller), key=key)
+                                         ask=asker(ctx, caller), key=key,
+                                         sign_in=url_asker(ctx, self._answer))
         return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
                                         is_error=is_error)
 
     async def call(self, caller: Caller, name: str, arguments: dict[str, Any], *,
                    progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-                   ask: Ask | None = None, key: str | None = None) -> tuple[str, bool]:
+                   ask: Ask | None = None, key: str | None = None,
+                   sign_in: SignInAsk | None = None) -> tuple[str, bool]:
         """Call tool ``name`` as ``caller``, through the agent: its text and whether it failed.
         ``key``: the client's idempotency key for the call (its ``_meta``
         ``io.toolmesh/idempotency-key``; ``None``: one is made), sent under the caller's id.
         ``progress``: told each progress report (``progress``, ``total``, ``message``);
         ``ask``: asks the caller's person to approve a call that needs it (:mod:`.approval`;
-        ``None``: no one can be asked, the call is refused)."""
+        ``None``: no one can be asked, the call is refused); ``sign_in``: sends them the link
+        when a server wants them to sign in (:mod:`.sign_in`; :data:`DEFER`: to the SDK's
+        path)."""
         if not caller.may_invoke:
             return "this token may not call tools (it lacks tools:invoke)", True
         who = caller.identity.id if caller.identity is not None else "local"
@@ -398,10 +413,12 @@ class McpEndpoint:
                 "ask": ask is not None,
                 # whose sign-ins an MCP server that signs each person in uses (mcp/signin.py)
                 "actor": who,
+                # a server's sign-in link may be sent to the caller's person
+                "questions": sign_in is not None and sign_in is not DEFER,
                 # one key for the call, the approved attempt after a person's yes included
                 "key": f"{who}/{key if key is not None else 'mcp-' + uuid.uuid4().hex}"}
         try:
-            final = await self._stream(body, progress)
+            final = await self._stream(body, progress, sign_in)
             asked = final.get("approval")
             if isinstance(asked, dict) and ask is not None:
                 refusal = await ask(asked)
@@ -411,13 +428,31 @@ class McpEndpoint:
                                             "approved": asked.get("digest")}, progress)
         except RequestError as e:
             return f"{e.type}: {e.message}", True
-        return str(final.get("text") or ""), bool(final.get("is_error"))
+        text = str(final.get("text") or "")
+        if sign_in is DEFER and final.get("type") == LOGIN_REQUIRED:
+            raise Deferred(name)  # the SDK's path can send the person the link
+        return text, bool(final.get("is_error"))
+
+    async def _answer(self, question: dict[str, Any], action: str) -> None:
+        """Answer a server's question through the approvals service (a decline, a cancel)."""
+        try:
+            await self._approvals.request({
+                "operation": "answer", "dialog": question.get("dialog"),
+                "call": question.get("call"), "action": action,
+                "workspace": question.get("workspace")}, timeout=10.0)
+        except RequestError as e:  # answered or expired meanwhile: the call has its outcome
+            log.info("the answer %r to %s was not taken: %s", action, question.get("call"),
+                     e.message)
 
     async def _stream(self, body: dict[str, Any],
                       progress: Callable[[dict[str, Any]], Awaitable[None]] | None,
-                      ) -> dict[str, Any]:
+                      sign_in: SignInAsk | None = None) -> dict[str, Any]:
         final: dict[str, Any] = {}
         async for part in self._rpc.stream(body, timeout=CALL_TIMEOUT):
+            question = part.get("elicitation")
+            if isinstance(question, dict) and sign_in is not None and sign_in is not DEFER:
+                await sign_in(question)
+                continue
             if part.get("end_of_stream") is False:
                 report = part.get("progress") or {}
                 if progress is not None and isinstance(report.get("progress"), int | float):

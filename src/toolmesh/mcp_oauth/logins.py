@@ -52,6 +52,8 @@ DOCUMENT_PATH = "/oauth/client-metadata.json"
 
 HttpFactory = Callable[[LoginTarget], AbstractAsyncContextManager[httpx2.AsyncClient]]
 Announce = Callable[[str, str, str], None]
+#: ``(workspace, principal, resource, at)``: a login finished at ``at`` (Unix seconds)
+Completed = Callable[[str, str, str, float], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +91,7 @@ class Logins:
 
     def __init__(self, store: GrantStore, *, http: HttpFactory, public_url: str | None = None,
                  login_ttl: float = LOGIN_TTL, announce: Announce | None = None,
-                 on_completed: Announce | None = None) -> None:
+                 on_completed: Completed | None = None) -> None:
         self.store = store
         self._http = http
         self.public_url = public_url.rstrip("/") if public_url else None
@@ -316,10 +318,13 @@ class Logins:
                                                                      resource), f))
         return future
 
-    def completed(self, workspace: str, principal: str, resource: str) -> None:
-        """A login of ``principal`` for ``resource`` finished: wake whoever waits for it."""
+    def completed(self, workspace: str, principal: str, resource: str,
+                  at: float | None = None) -> None:
+        """A login of ``principal`` for ``resource`` finished (at ``at``, Unix seconds;
+        default: now): wake whoever waits for it."""
         if self._on_completed is not None:
-            self._on_completed(workspace, principal, resource)
+            self._on_completed(workspace, principal, resource,
+                               time.time() if at is None else at)
         for future in list(self._waiting.get((workspace, principal, resource), ())):
             if not future.done():
                 future.set_result(None)
