@@ -128,7 +128,7 @@ PART_OPTIONS = {
                 "--insecure", "--no-workbench", "--startup-grace", "--deadline",
                 "--mcp-allow", "--mcp-deny",
                 # the direct routes refuse what a dialog would ask a person about
-                "--approval",
+                "--approval", "--public-url",
                 *(bound.flag for bound in options.GATEWAY_BOUNDS)},
     "agent": {"--flow", "--no-announcements", "--tool-calling", "--step-temperature",
               "--dialogs", "--dialogs-keep", "--dialogs-days", "--dialogs-max-bytes",
@@ -142,7 +142,8 @@ PART_OPTIONS = {
     "text-completion": {"--llm", "--model", "--api-key", "--api-key-file", "--temperature",
                         "--llm-server", "--tool-calling",
                         *(bound.flag for bound in options.STREAM_BOUNDS)},
-    "mcp-tool": {"--mcp-stdio-allow", "--flow", "--mcp-allow", "--mcp-deny"},
+    "mcp-tool": {"--mcp-stdio-allow", "--flow", "--mcp-allow", "--mcp-deny", "--public-url",
+                 "--mcp-logins"},
     "joke": TOOL_SERVICE_OPTIONS,
     "joke-streaming": TOOL_SERVICE_OPTIONS,
     "wordtools:WordCount": TOOL_SERVICE_OPTIONS,

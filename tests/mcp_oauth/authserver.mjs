@@ -129,6 +129,8 @@ const provider = new Provider(issuer, {
     registration: { enabled: true }, // open: no initial access token
     introspection: { enabled: true },
     revocation: { enabled: true },
+    // machine to machine: a client's own token (an item signed in per workspace)
+    clientCredentials: { enabled: true },
     resourceIndicators: {
       enabled: true,
       // no resource named, none assumed: the token would be for no resource server

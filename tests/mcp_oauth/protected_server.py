@@ -147,10 +147,16 @@ def _calls_tool(body: bytes, tool: str) -> bool:
 
 
 def _subject() -> str:
+    """Who the token acts for: its person (``sub``), or ``client:ID`` for a client's own token
+    (client credentials: no person)."""
     token = get_access_token()
-    if token is None or not token.subject:
-        raise RuntimeError("a tool ran without an authenticated subject")
-    return token.subject
+    if token is None:
+        raise RuntimeError("a tool ran without an authenticated caller")
+    if token.subject:
+        return token.subject
+    if token.client_id:
+        return f"client:{token.client_id}"
+    raise RuntimeError("a tool ran without an authenticated subject")
 
 
 class ProtectedServer:

@@ -457,4 +457,32 @@ def _mcp_paths() -> dict[str, Any]:
                 "create -c tools:invoke`); no authorization server. A 401 from `/mcp` points "
                 "here in its `WWW-Authenticate` header."),
             "responses": {"200": {"description": "The metadata (JSON)"}, **_errors(ANY_ROUTE)}}}
+    paths.update(_sign_in_paths())
     return paths
+
+
+def _sign_in_paths() -> dict[str, Any]:
+    """The pages of MCP sign-ins (docs/mcp-oauth.md): not JSON API routes."""
+    def page(id: str, summary: str, description: str, kind: str) -> dict[str, Any]:
+        return {"get": {"operationId": id, "summary": summary, "tags": ["mcp"],
+                        "security": [], "description": description,
+                        "responses": {"200": {"description": kind},
+                                      **_errors(ANY_ROUTE)}}}
+
+    return {
+        "/api/v1/mcp-oauth/callback": page(
+            "mcp-oauth-callback", "Where a sign-in to an MCP server comes back",
+            "An authorization server sends the browser here with `code`, `state` and `iss`. "
+            "The page holds no secret: its script posts them to the mcp-tool route "
+            "(`login-finish`) with the person's own token, and the sign-in is kept only for "
+            "the identity that started it.", "The page (HTML)"),
+        "/api/v1/mcp-oauth/callback.js": page(
+            "mcp-oauth-callback-script", "The callback page's script",
+            "The script of `/api/v1/mcp-oauth/callback` (the page's CSP allows no inline "
+            "script).", "The script (JavaScript)"),
+        "/oauth/client-metadata.json": page(
+            "mcp-oauth-client-metadata", "toolmesh's Client ID Metadata Document",
+            "The client id toolmesh signs in with at authorization servers that take "
+            "metadata documents (its own URL); served only where the gateway has a public "
+            "HTTPS address (`--public-url`), else 404.", "The document (JSON)"),
+    }

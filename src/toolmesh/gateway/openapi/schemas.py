@@ -28,7 +28,7 @@ def text(description: str, **extra: Any) -> Schema:
 
 
 #: a field TrustGraph sends as JSON text and toolmesh's own callers as the object itself
-def _object_or_jsontext(description: str) -> Schema:
+def object_or_jsontext(description: str) -> Schema:
     return {"description": description,
             "oneOf": [{"type": "object"}, {"type": "string", "description": "the JSON text "
                                                                              "of an object"}]}
@@ -473,61 +473,14 @@ IDEMPOTENCY_KEY = text("the client's name for this call (printable characters), 
                        "(docs/dialogs.md)", minLength=1, maxLength=200)
 
 
-def mcp_tool_schemas() -> dict[str, Schema]:
-    return {
-        "McpToolRequest": {
-            "type": "object", "required": ["name"],
-            "properties": {
-                "name": text("the id of an `mcp` config item", minLength=1),
-                "parameters": _object_or_jsontext("the tool's arguments"),
-                "approved": APPROVED,
-                "idempotency-key": IDEMPOTENCY_KEY,
-                "operation": {"enum": ["invoke", "call", "describe", "list-tools"],
-                              "default": "invoke",
-                              "description": "`describe` answers `object` = the JSON text of "
-                                             "the remote tool's name, description and "
-                                             "inputSchema; `list-tools` answers `object` = "
-                                             "the JSON text of a list of those, one per "
-                                             "tool the item's server lists"},
-                "timeout": {"type": "number", "exclusiveMinimum": 0,
-                            "description": "seconds the MCP call may take; each progress "
-                                           "report of the server grants this much more"},
-                "max-timeout": {"type": "number", "exclusiveMinimum": 0,
-                                "description": "the most the call may take while the server "
-                                               "reports progress (default 600, and never "
-                                               "past the route's deadline)"},
-                "progress": {"type": "boolean", "default": False,
-                             "description": "send each progress report as a response "
-                                          "(`end_of_stream: false`) before the final one "
-                                          "(WebSocket; a REST call returns the final one)"},
-                "workspace": WORKSPACE}},
-        "McpToolResponse": {
-            "description": "`text` and/or `object`, or `error` (a tool that ran and failed: "
-                           "type `tool-error`).",
-            "type": "object",
-            "properties": {
-                "text": {"type": "string"},
-                "object": text("the JSON text of the tool's structured content"),
-                "progress": {"type": "object",
-                             "description": "a progress report (only with `progress: true`)",
-                             "properties": {"progress": {"type": "number"},
-                                            "total": {"type": "number"},
-                                            "message": {"type": "string"}}},
-                "end_of_stream": {"type": "boolean",
-                                  "description": "false on progress reports; absent on the "
-                                                 "final response"},
-                "error": ref("ServiceError")}},
-    }
-
-
 def tool_service_schemas() -> dict[str, Schema]:
     return {
         "ToolServiceRequest": {
             "type": "object", "required": ["id"],
             "properties": {
                 "id": text("the key of a `tool-service` config item", minLength=1),
-                "config": _object_or_jsontext("the tool's config (its config-params)"),
-                "arguments": _object_or_jsontext("the call's arguments"),
+                "config": object_or_jsontext("the tool's config (its config-params)"),
+                "arguments": object_or_jsontext("the call's arguments"),
                 "approved": APPROVED,
                 "idempotency-key": IDEMPOTENCY_KEY,
                 "user": text("the user the call runs for (default `trustgraph`)"),
@@ -591,6 +544,9 @@ def socket_schemas() -> dict[str, Schema]:
 
 def all_schemas() -> dict[str, Schema]:
     """Every route's schemas but the agent's status services (:mod:`.status_schemas`)."""
+    # here: that module builds on this one's helpers
+    from toolmesh.gateway.openapi.mcp_tool_schemas import mcp_tool_schemas
+
     return {**error_schemas(), **health_schemas(), **config_schemas(), **token_schemas(),
             **iam_schemas(), **flow_schemas(),
             **agent_schemas(), **prompt_schemas(), **text_completion_schemas(),
