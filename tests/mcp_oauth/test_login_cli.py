@@ -65,7 +65,11 @@ async def sign_in(served: Served, item: str, *, username: str, token: str) -> st
 
 async def test_mcp_login_alone_signs_a_person_in_and_their_calls_act_as_them(
         served: Served, auth: AuthServer, server: ProtectedServer) -> None:
-    await put_items(served, {"mcp/whoami": oauth_item(server, "whoami")})
+    code, out, err = await cli(served, "mcp", "set", "whoami", "--url", server.url,
+                               "--oauth", "user")
+    assert code == 0, err
+    code, out, err = await cli(served, "mcp", "show")
+    assert "oauth, per user" in out, out
     alice, bob = await person(served, "alice"), await person(served, "bob")
     status, body = await mcp_tool(served, {"name": "whoami", "parameters": {}}, alice.token)
     assert body["error"]["type"] == "login-required", body

@@ -150,6 +150,15 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sampling", action="store_true",
                    help="let the server ask this deployment's LLM for completions "
                         "(MCP sampling; off by default)")
+    p.add_argument("--oauth", choices=("user", "workspace"), default=None,
+                   help="the server signs its users in with OAuth: each person signs in "
+                        "(user), or an admin once for the workspace (docs/mcp-oauth.md)")
+    p.add_argument("--client-id", default=None,
+                   help="--oauth: a client registered with the provider by hand")
+    p.add_argument("--client-secret-file", metavar="PATH", default=None,
+                   help="--oauth: read that client's secret from this file")
+    p.add_argument("--scopes", default=None,
+                   help="--oauth: scopes to ask for besides the server's (space-separated)")
 
 
 def add_parameter_flags(p: argparse.ArgumentParser) -> None:
@@ -224,6 +233,22 @@ def mcp_item(id: str, args: argparse.Namespace) -> dict[str, Any]:
             item["env"] = {k: str(v) for k, v in env}
     if getattr(args, "sampling", False):
         item["sampling"] = True
+    oauth = getattr(args, "oauth", None)
+    extras = [getattr(args, n, None) for n in ("client_id", "client_secret_file", "scopes")]
+    if oauth is None and any(extras):
+        raise CliError("--client-id, --client-secret-file and --scopes go with --oauth")
+    if oauth is not None:
+        if "auth-token" in item:
+            raise CliError("--oauth and --auth-token cannot both be set: keep one")
+        auth: dict[str, Any] = {"type": "oauth", "per": oauth}
+        if args.client_id:
+            auth["client-id"] = args.client_id
+        if args.client_secret_file:
+            auth["client-secret"] = read_secret_file(args.client_secret_file,
+                                                     "--client-secret-file")
+        if args.scopes:
+            auth["scopes"] = args.scopes
+        item["auth"] = auth
     return item
 
 
@@ -241,7 +266,9 @@ def masked(item: dict[str, Any]) -> list[tuple[str, str]]:
         if isinstance(item.get("env"), dict) and item["env"]:
             rows.append(("env", " ".join(f"{k}={MASK}" for k in item["env"])))
     rows.append(("remote-name", str(item.get("remote-name") or "")))
-    rows.append(("auth-token", MASK if item.get("auth-token") else "none"))
+    auth = item.get("auth") if isinstance(item.get("auth"), dict) else None
+    rows.append(("auth-token", MASK if item.get("auth-token") else
+                 f"oauth, per {auth.get('per', 'user')}" if auth else "none"))
     if item.get("sampling"):
         rows.append(("sampling", "allowed"))
     return rows
