@@ -20,6 +20,7 @@ from toolmesh.config.stdio import DENY_ALL, StdioAllowList
 from toolmesh.errors import QueueIdError
 from toolmesh.schema.flow import FLOW_ID_RULE, valid_flow_id
 from toolmesh.schema.json_text import JsonTextError, loads
+from toolmesh.schema.mcp_auth import AuthSettingsError, OAuthSettings
 from toolmesh.schema.tool_arguments import argument_problem
 from toolmesh.schema.tool_types import not_available
 from toolmesh.urls import is_secret_name, mask_url
@@ -199,6 +200,18 @@ def _mcp(item: _Item, stdio_allow: StdioAllowList) -> None:
     problem = header_value_problem(token) if token is not None else None
     if problem is not None:
         raise item.fail("auth-token", problem)
+    auth = item.value.get("auth")
+    if auth is not None:
+        try:
+            OAuthSettings.parse(auth)
+        except AuthSettingsError as e:
+            raise ConfigError(f"{item.where}: {e}") from None
+        if token:
+            raise item.fail("auth", "(OAuth) and 'auth-token' (a static token) cannot both "
+                                    "be set: keep one")
+        if transport == "stdio":
+            raise item.fail("auth", "is for servers reached over HTTP; a stdio server takes "
+                                    "its credentials in 'env'")
 
 
 def header_value_problem(value: str) -> str | None:

@@ -6,7 +6,7 @@ The item names the server side of an MCP tool::
      "transport": "streamable-http" | "sse" | "stdio",
      "command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"},   # stdio only
      "sampling": false,   # true: the server may ask the deployment's LLM (mcp/sampling.py)
-     "auth": {"type": "oauth", "per": "user"},   # sign in with OAuth (mcp_oauth/settings.py)
+     "auth": {"type": "oauth", "per": "user"},   # sign in with OAuth (schema/mcp_auth.py)
      "reach": "public"}   # set by the gateway on items put without admin (mcp/addresses.py)
 
 The auth token and the values of ``env`` (where API keys usually live) are secrets: they never
@@ -27,7 +27,7 @@ from toolmesh.config.errors import ConfigError
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.config.validation import header_value_problem
 from toolmesh.mcp.addresses import REACH_FIELD, REACHES, Reach
-from toolmesh.mcp_oauth.settings import AuthSettingsError, OAuthSettings
+from toolmesh.schema.mcp_auth import AuthSettingsError, OAuthSettings
 from toolmesh.schema.json_object import json_object
 from toolmesh.urls import mask_url
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         Logins,
         Started,
     )
-    from toolmesh.mcp_oauth.settings import OAuthSettings, principal_of
+    from toolmesh.schema.mcp_auth import OAuthSettings, principal_of
     from toolmesh.mcp_oauth.target import LoginTarget
 
 #: where each public name lives; loaded at first use, so that reading an item's ``auth``
@@ -43,13 +43,19 @@ _HOMES = {
     "LoginRefused": "errors", "LoginRequired": "errors", "OAuthError": "errors",
     "GrantStore": "grants", "open_grants": "grants", "CALLBACK_PATH": "logins",
     "DOCUMENT_PATH": "logins", "Finished": "logins", "Logins": "logins", "Started": "logins",
-    "OAuthSettings": "settings", "principal_of": "settings", "LoginTarget": "target",
+    "LoginTarget": "target",
 }
 
-__all__ = sorted(_HOMES)
+#: an item's ``auth`` is read where config is (toolmesh.schema.mcp_auth): re-exported here
+_ELSEWHERE = {"OAuthSettings": "toolmesh.schema.mcp_auth",
+              "principal_of": "toolmesh.schema.mcp_auth"}
+
+__all__ = sorted([*_HOMES, *_ELSEWHERE])
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ELSEWHERE:
+        return getattr(importlib.import_module(_ELSEWHERE[name]), name)
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

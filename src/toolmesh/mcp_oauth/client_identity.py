@@ -28,7 +28,7 @@ from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata
 from toolmesh import __version__
 from toolmesh.mcp_oauth.errors import OAuthError
 from toolmesh.mcp_oauth.grants.store import GrantStore
-from toolmesh.mcp_oauth.settings import OAuthSettings
+from toolmesh.schema.mcp_auth import OAuthSettings
 from toolmesh.mcp_oauth.tokens import Client
 
 CLIENT_NAME = "toolmesh"

@@ -34,7 +34,7 @@ from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 
 from toolmesh.mcp_oauth.errors import LoginRefused, OAuthError
-from toolmesh.mcp_oauth.settings import OAuthSettings
+from toolmesh.schema.mcp_auth import OAuthSettings
 from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.mcp_oauth")

@@ -37,7 +37,7 @@ from toolmesh.mcp_oauth.client_identity import client_for
 from toolmesh.mcp_oauth.discovery import canonical_resource, discover
 from toolmesh.mcp_oauth.errors import LoginDeclined, LoginRefused, LoginRequired, OAuthError
 from toolmesh.mcp_oauth.grants.store import GrantStore, StoredGrant, StoredPending
-from toolmesh.mcp_oauth.settings import OAuthSettings
+from toolmesh.schema.mcp_auth import OAuthSettings
 from toolmesh.mcp_oauth.target import LoginTarget
 from toolmesh.mcp_oauth.tokens import Client, Tokens
 

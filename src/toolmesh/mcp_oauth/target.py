@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from toolmesh.mcp_oauth.discovery import canonical_resource
-from toolmesh.mcp_oauth.settings import OAuthSettings
+from toolmesh.schema.mcp_auth import OAuthSettings
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,5 @@
-"""The ``auth`` of an ``mcp`` item: how toolmesh signs in to a server that wants OAuth.
+"""The ``auth`` of an ``mcp`` item: how toolmesh signs in to a server that wants OAuth
+(:mod:`toolmesh.mcp_oauth` does it; read here, where the config service checks items too).
 
     "auth": {"type": "oauth",
              "per": "user" | "workspace",        # whose grant a call uses (default: user)
