@@ -7,6 +7,7 @@ clear observation."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -172,4 +173,21 @@ async def test_an_mcp_client_that_takes_no_links_is_told_how_to_sign_in(
     async with mcp_session(served, fay.token, None) as session:  # declares no elicitation
         result = await session.call_tool("whoami", {})
     assert result.is_error and "toolmesh mcp login whoami" in result.content[0].text, result
+    assert server.calls == []
+
+
+async def test_a_person_who_says_no_at_the_sign_in_page_ends_the_wait(
+        served: Served, server: ProtectedServer) -> None:
+    gus = await person(served, "gus")
+    dialog = Dialog(served, gus.token, QUESTION)
+    asked = await dialog.question()
+    state = parse_qs(urlsplit(asked["url"]).query)["state"][0]
+    # what the callback page posts when the authorization server sends the person back with
+    # an error (they pressed Cancel there)
+    status, body = await mcp_tool(served, {"operation": "login-finish", "state": state,
+                                           "error": "access_denied"}, gus.token)
+    assert body["error"]["type"] == "login-declined", body
+    async with asyncio.timeout(30):  # the dialog does not wait for its deadline
+        await dialog.answer()
+    assert "declined to sign in" in dialog.said()
     assert server.calls == []

@@ -173,8 +173,9 @@ class Elicitor:
                     if not done.done() and answer.result().get("decision") != "accept":
                         return "declined"
                     # accepted: the person is signing in on the page; wait for the login
-                    await done
-                    return "completed"
+                    await asyncio.wait({done})
+                    # an exception: they said no at the sign-in page itself
+                    return "completed" if done.exception() is None else "declined"
         except TimeoutError:
             return "expired"
         finally:

@@ -275,7 +275,11 @@ class Logins:
                                "that started it may finish it")
         host = _host(data["url"])
         if error:
-            raise LoginDeclined(f"the sign-in to {host} was not given ({error[:100]})")
+            declined = LoginDeclined(f"the sign-in to {host} was not given ({error[:100]})")
+            # a call waiting for this sign-in (here) ends with that, not at its deadline
+            self.declined(pending.workspace, pending.principal, _canonical(data["url"]),
+                          declined.message)
+            raise declined
         if not code:
             raise LoginRefused("the callback carries no 'code'")
         # RFC 9207: the answer must come from the issuer the login went to
@@ -328,6 +332,13 @@ class Logins:
         for future in list(self._waiting.get((workspace, principal, resource), ())):
             if not future.done():
                 future.set_result(None)
+
+    def declined(self, workspace: str, principal: str, resource: str, why: str) -> None:
+        """The person said no at the authorization server: whoever waits for their sign-in
+        to ``resource`` gets :class:`LoginDeclined`."""
+        for future in list(self._waiting.get((workspace, principal, resource), ())):
+            if not future.done():
+                future.set_exception(LoginDeclined(why))
 
     # -- listing and forgetting -----------------------------------------------------------
 
