@@ -28,7 +28,7 @@ from toolmesh.config.workspaces import WorkspaceWatcher, request_workspace
 from toolmesh.dialogs import ABANDONED, RUNNING, Dialog, DialogJournal, JournalError
 from toolmesh.dialogs.service import DialogsService
 from toolmesh.mcp import McpToolClient
-from toolmesh.mcp_endpoint import ToolCallsService
+from toolmesh.agent.tool_calls import ToolCallsService
 from toolmesh.prompt import PromptClient
 from toolmesh.registry.registry import Registry
 from toolmesh.rpc import deadline

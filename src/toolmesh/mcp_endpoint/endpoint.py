@@ -56,7 +56,7 @@ from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp_endpoint.approval import Ask, Deferred, asker, defer
 from toolmesh.mcp_endpoint.sign_in import DEFER, SignInAsk, url_asker
 from toolmesh.mcp_endpoint.asgi import serve
-from toolmesh.mcp_endpoint.calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
+from toolmesh.agent.tool_calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
 from toolmesh.mcp_endpoint.fast_calls import SESSION_HEADER, VERSION_HEADER, FastCalls
 from toolmesh.mcp_endpoint.jsonrpc import SERVER_ERROR, error_response, read_message
 from toolmesh.mcp_endpoint.session_manager import SessionManager

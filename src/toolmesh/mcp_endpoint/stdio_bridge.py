@@ -44,7 +44,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 
 from toolmesh import __version__
-from toolmesh.cli.http import gateway_unreachable
+from toolmesh.unreachable import gateway_unreachable
 from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp_endpoint.endpoint import CALL_TIMEOUT, LIST_TIMEOUT
 from toolmesh.urls import mask_url

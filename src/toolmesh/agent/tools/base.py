@@ -44,7 +44,7 @@ class Call:
     #: elicitation, :mod:`toolmesh.mcp.elicitation`); ``None``: nobody can be asked
     ask: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     #: where the pieces of a streamed answer go as they come (a caller outside a dialog
-    #: shows them as progress: :mod:`toolmesh.mcp_endpoint.calls`); ``None``: only the whole
+    #: shows them as progress: :mod:`toolmesh.agent.tool_calls`); ``None``: only the whole
     parts: Callable[[str], Awaitable[None]] | None = None
     #: the toolmesh identity the dialog is for: an MCP server that signs each person in
     #: uses theirs (:mod:`toolmesh.mcp.signin`); ``None``: not known

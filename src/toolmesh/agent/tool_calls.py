@@ -5,7 +5,7 @@ Requests on ``request:tg:tool-calls:{flow}``:
 
 * ``{"operation": "list", "workspace"?, "version"?}`` → ``{"workspace", "version", "tools":
   [{"name", "description", "inputSchema", "annotations"?}, ...]}``: the tools the agent offers there
-  (:mod:`toolmesh.mcp_endpoint.catalog`);
+  (:mod:`toolmesh.agent.catalog`);
 * ``{"operation": "call", "workspace"?, "name", "arguments", "user"?, "progress"?: true,
   "ask"?: true, "approved"?: DIGEST, "key"?}`` → with ``progress``, ``{"progress": {"progress",
   "total", "message"}, "end_of_stream": false}`` for each report of the tool (an MCP server's
@@ -44,7 +44,7 @@ from toolmesh.approvals.wire import seconds_left
 from toolmesh.bus.base import Bus
 from toolmesh.config.workspaces import request_workspace
 from toolmesh.errors import ServiceError
-from toolmesh.mcp_endpoint.catalog import GROUPS, catalog
+from toolmesh.agent.catalog import GROUPS, catalog
 from toolmesh.rpc.service import Reply, Service, current_request_id
 from toolmesh.schema.agent import DEFAULT_USER
 
