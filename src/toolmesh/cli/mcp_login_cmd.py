@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
                                           "workspace": args.workspace}))
         if args.json:
             print_json(rows)
+        elif not rows:
+            print("no sign-ins are kept for you or the workspace (sign in with `toolmesh mcp "
+                  "login ITEM`)")
         else:
             print_table(["ITEMS", "PER", "ISSUER", "SCOPE", "EXPIRES"],
                         [[", ".join(r.get("items") or []) or r.get("resource", ""),
