@@ -4,10 +4,13 @@ and where the mcp-tool service keeps the grants they give."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from typing import Any
 
 from toolmesh.errors import ToolmeshError
+
+log = logging.getLogger("toolmesh.serve")
 
 PUBLIC_URL_ENV = "TOOLMESH_PUBLIC_URL"
 LOGINS_ENV = "TOOLMESH_MCP_LOGINS"
@@ -29,7 +32,8 @@ def add_mcp_logins(parser: argparse.ArgumentParser) -> None:
         "--mcp-logins", default=os.environ.get(LOGINS_ENV), metavar="STORE",
         help="where sign-ins to MCP servers are kept, encrypted: memory, a SQLite file, or "
              "postgresql://... shared by replicas (needs TOOLMESH_SECRET_KEY) (env "
-             "TOOLMESH_MCP_LOGINS; default: $TOOLMESH_CONFIG_STORE when it is PostgreSQL, "
+             "TOOLMESH_MCP_LOGINS; default: $TOOLMESH_CONFIG_STORE when it is PostgreSQL and "
+             "TOOLMESH_SECRET_KEY is set, "
              "else mcp-logins.db in the data folder)")
 
 
@@ -62,7 +66,13 @@ def logins_url(args: argparse.Namespace) -> str:
         return str(named)
     store = getattr(args, "config_store", None) or os.environ.get("TOOLMESH_CONFIG_STORE", "")
     if store.lower().startswith(("postgresql://", "postgres://")):
-        return store
+        if os.environ.get("TOOLMESH_SECRET_KEY") or os.environ.get("TOOLMESH_SECRET_KEY_FILE"):
+            return store
+        # grants in a shared database must be encrypted with a key every replica has: without
+        # one they stay on this machine (encrypted with a key of its own), and it says so
+        log.warning("MCP sign-ins are kept in %s on this machine, not in the config store's "
+                    "PostgreSQL: set TOOLMESH_SECRET_KEY (the same on every replica) to keep "
+                    "them there, shared", data_dir() / "mcp-logins.db")
     return str(data_dir() / "mcp-logins.db")
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import http.server
 import json
 import sys
 import threading
 import time
-import webbrowser
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -100,6 +98,8 @@ def _login(args: argparse.Namespace, client: GatewayClient, path: str) -> int:
         print(f"Sign in to {started.get('host')} for {args.item}: open\n\n  {url}\n",
               flush=True)
         if not args.no_browser:
+            import webbrowser  # here: it loads much that no other command needs
+
             try:
                 webbrowser.open(url)
             except webbrowser.Error:
@@ -124,6 +124,8 @@ class _Callback:
     """A one-request HTTP server on loopback that takes the browser's way back."""
 
     def __init__(self, port: int) -> None:
+        import http.server  # here: it loads the email package; only `login` needs it
+
         self._answer: dict[str, str] | None = None
         self._got = threading.Event()
         outer = self

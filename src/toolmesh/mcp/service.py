@@ -303,6 +303,9 @@ class McpToolService(Service):
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
         operation = request.get("operation")
+        if operation is not None and not isinstance(operation, str):
+            raise bad_request("'operation' must be a string: invoke, describe, list-tools, "
+                              "login, login-finish, logins or logout")
         if operation in ("logins", "login-finish"):  # about the caller, not one item
             await self._watcher.ensure(workspace)
             await reply(response(object=await self._login_operation(operation, request,
@@ -343,7 +346,8 @@ class McpToolService(Service):
             await progress.settled()
             await reply(self._result_response(server, result))
         else:
-            raise bad_request(f"unknown operation {operation!r}; operations: invoke, describe, list-tools")
+            raise bad_request(f"unknown operation {operation!r}; operations: invoke, describe, "
+                              "list-tools, login, login-finish, logins, logout")
 
     async def _call(self, server: McpServer, parameters: dict[str, Any], *, timeout: float,
                     progress: Any, key: str | None, asking: Asking,

@@ -463,10 +463,11 @@ def _mcp_paths() -> dict[str, Any]:
 
 def _sign_in_paths() -> dict[str, Any]:
     """The pages of MCP sign-ins (docs/mcp-oauth.md): not JSON API routes."""
-    def page(id: str, summary: str, description: str, kind: str) -> dict[str, Any]:
+    def page(id: str, summary: str, description: str, kind: str,
+             **more: Any) -> dict[str, Any]:
         return {"get": {"operationId": id, "summary": summary, "tags": ["mcp"],
                         "security": [], "description": description,
-                        "responses": {"200": {"description": kind},
+                        "responses": {"200": {"description": kind}, **more,
                                       **_errors(ANY_ROUTE)}}}
 
     return {
@@ -484,5 +485,6 @@ def _sign_in_paths() -> dict[str, Any]:
             "mcp-oauth-client-metadata", "toolmesh's Client ID Metadata Document",
             "The client id toolmesh signs in with at authorization servers that take "
             "metadata documents (its own URL); served only where the gateway has a public "
-            "HTTPS address (`--public-url`), else 404.", "The document (JSON)"),
+            "HTTPS address (`--public-url`), else 404.", "The document (JSON)",
+            **{"404": {"description": "the gateway has no public HTTPS address"}}),
     }
