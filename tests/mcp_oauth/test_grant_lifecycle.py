@@ -14,6 +14,7 @@ from tests.mcp_oauth.authserver import AuthServer, missing_node
 from tests.mcp_oauth.browserless import log_in
 from tests.mcp_oauth.protected_server import ProtectedServer
 from tests.mcp_oauth.stack import ADMIN, login_command, mcp_tool, oauth_item, person, put_items
+from tests.mcp_oauth.test_workspace_grants import MACHINE
 from tests.servers import Served, serving
 
 if (_missing := missing_node()) is not None:
@@ -22,7 +23,7 @@ if (_missing := missing_node()) is not None:
 
 @pytest.fixture(scope="module")
 def auth() -> Iterator[AuthServer]:
-    with AuthServer(access_token_ttl=2) as server:
+    with AuthServer(access_token_ttl=2, clients=[MACHINE]) as server:
         yield server
 
 
@@ -93,3 +94,15 @@ async def test_a_server_asking_for_more_scope_gets_a_stepped_up_sign_in(
     body = await call(served, "note", carol.token, text="hello")
     assert "error" not in body or not body["error"], body
     assert server.notes == [("carol", "hello")]
+
+
+async def test_an_expired_machine_token_is_fetched_again(served: Served,
+                                                         server: ProtectedServer) -> None:
+    await put_items(served, {"mcp/machine": oauth_item(
+        server, "whoami", per="workspace", grant="client-credentials",
+        **{"client-id": MACHINE["client_id"], "client-secret": MACHINE["client_secret"]})})
+    dora = await person(served, "dora")
+    for _ in range(3):  # each token lasts 2 s: expired at each call, fetched again
+        body = await call(served, "machine", dora.token)
+        assert body.get("text", "").startswith("client:toolmesh-machine"), body
+    assert len(server.calls) == 3

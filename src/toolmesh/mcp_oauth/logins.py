@@ -123,12 +123,14 @@ class Logins:
         grant = await self.store.get(*key)
         if grant is not None and not _expired(grant):
             return _secret(grant)["access_token"]
-        if grant is None and target.settings.grant == "client-credentials":
-            return await self._machine(target)
         async with self._locks[key]:
             grant = await self.store.get(*key)  # another task may have refreshed it
             if grant is not None and not _expired(grant):
                 return _secret(grant)["access_token"]
+            if target.settings.grant == "client-credentials":
+                # none yet, or expired: a new one (one for all who waited); the client's
+                # credentials are its refresh
+                return await self._machine(target)
             if grant is None:
                 raise self._required(target, principal)
             return await self._refresh(target, grant)
