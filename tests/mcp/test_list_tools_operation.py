@@ -74,4 +74,4 @@ async def test_list_tools_of_an_unreachable_or_unknown_server_fails_clearly(
     wrong = await stack.request({"name": "gone", "operation": "list"})
     assert wrong["error"] == {"type": "bad-request", "message":
                               "unknown operation 'list'; operations: invoke, describe, "
-                              "list-tools"}
+                              "list-tools, login, login-finish, logins, logout"}

@@ -195,7 +195,7 @@ async def test_every_failure_is_an_error_response_and_the_service_lives_on(
     assert (await error_of({"name": "echo", "operation": "dance"}))["type"] == "bad-request"
     # a falsy non-string operation is refused, not taken for the default "invoke"
     refused = await error_of({"name": "echo", "operation": 0, "parameters": {"text": "x"}})
-    assert refused["type"] == "bad-request" and "unknown operation 0" in refused["message"]
+    assert refused["type"] == "bad-request" and "'operation' must be a string" in refused["message"]
     assert (await error_of({"name": "echo", "timeout": -1}))["type"] == "bad-request"
 
     tool_error = await error_of({"name": "fail", "parameters": {}})

@@ -4,13 +4,10 @@ and where the mcp-tool service keeps the grants they give."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from typing import Any
 
 from toolmesh.errors import ToolmeshError
-
-log = logging.getLogger("toolmesh.serve")
 
 PUBLIC_URL_ENV = "TOOLMESH_PUBLIC_URL"
 LOGINS_ENV = "TOOLMESH_MCP_LOGINS"
@@ -70,9 +67,12 @@ def logins_url(args: argparse.Namespace) -> str:
             return store
         # grants in a shared database must be encrypted with a key every replica has: without
         # one they stay on this machine (encrypted with a key of its own), and it says so
-        log.warning("MCP sign-ins are kept in %s on this machine, not in the config store's "
-                    "PostgreSQL: set TOOLMESH_SECRET_KEY (the same on every replica) to keep "
-                    "them there, shared", data_dir() / "mcp-logins.db")
+        import logging  # here: building the parser must not load it (tests/cli)
+
+        logging.getLogger("toolmesh.serve").warning(
+            "MCP sign-ins are kept in %s on this machine, not in the config store's "
+            "PostgreSQL: set TOOLMESH_SECRET_KEY (the same on every replica) to keep them "
+            "there, shared", data_dir() / "mcp-logins.db")
     return str(data_dir() / "mcp-logins.db")
 
 
