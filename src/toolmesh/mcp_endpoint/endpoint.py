@@ -12,10 +12,13 @@ from the agent that holds the workspace's tools, over the bus (:mod:`.calls`):
   streaming tool's progress comes as ``notifications/progress`` when the client asked for it
   (a ``progressToken``); a tool's failure is a result with ``isError``, not a protocol error.
   A call that asks for no progress is answered as one JSON body, without the SDK's session
-  machinery (:mod:`.fast_calls`);
+  machinery (:mod:`.fast_calls`). A call that needs a person (an approval, a sign-in) asks
+  the client's person during the call, or, for a 2026-07-28 client, answers with the question
+  and runs when the client calls again with the answer (:mod:`.input_required`);
 * ``notifications/tools/list_changed`` to the sessions of a workspace whose tool items,
   ``mcp`` items or announced services change — on a session's stream (the ``initialize``
-  revisions) or a 2026-07-28 client's ``subscriptions/listen`` stream.
+  revisions) or a 2026-07-28 client's ``subscriptions/listen`` stream (so the ``tools``
+  capability says ``listChanged: true``).
 
 The gateway's checks come first (Origin, Host, the bearer token; :mod:`toolmesh.gateway.access`);
 a session is bound to the token and the workspace that opened it, and is a resource of that
@@ -40,7 +43,8 @@ from aiohttp import web
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
@@ -54,7 +58,8 @@ from toolmesh.config.service import CONFIG_PUSH_QUEUE
 from toolmesh.errors import MalformedMessage, RequestError, ServiceError
 from toolmesh.mcp.meta import IDEMPOTENCY_KEY
 from toolmesh.mcp_endpoint.approval import Ask, Deferred, asker, defer
-from toolmesh.mcp_endpoint.sign_in import DEFER, SignInAsk, url_asker
+from toolmesh.mcp_endpoint.input_required import InputRequired, StateGuard, asks_in_rounds
+from toolmesh.mcp_endpoint.sign_in import DEFER, SignInAsk, takes_links, url_asker
 from toolmesh.mcp_endpoint.asgi import serve
 from toolmesh.agent.tool_calls import TOOL_CALLS_REQUEST_QUEUE, TOOL_CALLS_RESPONSE_QUEUE
 from toolmesh.mcp_endpoint.fast_calls import SESSION_HEADER, VERSION_HEADER, FastCalls
@@ -125,6 +130,17 @@ class Caller:
         self.may_invoke = identity is None or identity.may("tools:invoke")
 
 
+class ToolsServer(Server):
+    """The SDK's server, saying in the ``initialize`` answer that it tells its sessions when
+    the tools change (``tools.listChanged``): it does (:meth:`McpEndpoint.tools_changed`)."""
+
+    def create_initialization_options(
+            self, notification_options: NotificationOptions | None = None,
+            *args: Any, **kwargs: Any) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
+
+
 class McpEndpoint:
     """Serves MCP at ``/mcp`` for one gateway (``flow``: whose agent answers; ``sessions``:
     the limits of its sessions)."""
@@ -148,10 +164,13 @@ class McpEndpoint:
         self._approvals = RequestClient(
             bus, request_queue=APPROVALS_REQUEST_QUEUE.replace(":default", f":{flow}"),
             response_queue=APPROVALS_RESPONSE_QUEUE.replace(":default", f":{flow}"))
-        self.server = Server("toolmesh", version=__version__,
-                             instructions="The tools of a toolmesh workspace.",
-                             on_list_tools=self._list, on_call_tool=self._call,
-                             on_subscriptions_listen=self._listen)
+        self.server = ToolsServer("toolmesh", version=__version__,
+                                  instructions="The tools of a toolmesh workspace.",
+                                  on_list_tools=self._list, on_call_tool=self._call,
+                                  on_subscriptions_listen=self._listen)
+        # a 2026-07-28 call that needs a person goes in rounds; its requestState is sealed
+        self._rounds = InputRequired(stream=self._stream, answer=self._answer)
+        self.server.middleware.append(StateGuard(_principal))
         #: workspace -> the 2026-07-28 listeners of its changes (``subscriptions/listen``)
         self._listeners: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
         self._max_body = max_body
@@ -208,6 +227,7 @@ class McpEndpoint:
                 if collecting:
                     gc.enable()
             self._running = None
+        await self._rounds.close()
         await self._rpc.stop()
         await self._approvals.stop()
 
@@ -370,7 +390,8 @@ class McpEndpoint:
             mcp_types.Tool.model_validate(entry) for entry in answer.get("tools") or ()])
 
     async def _call(self, ctx: ServerRequestContext[Any, Any],
-                    params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
+                    params: mcp_types.CallToolRequestParams,
+                    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         token = _progress_token(ctx.meta)
 
         async def progress(report: dict[str, Any]) -> None:
@@ -383,15 +404,21 @@ class McpEndpoint:
         try:
             key = client_key(_meta_entry(ctx.meta, IDEMPOTENCY_KEY), field=IDEMPOTENCY_KEY)
         except ServiceError as e:
-            return mcp_types.CallToolResult(
-                content=[mcp_types.TextContent(type="text", text=f"_meta: {e.message}")],
-                is_error=True)
+            return _text_result(f"_meta: {e.message}", True)
+        if asks_in_rounds(ctx):  # 2026-07-28: no back channel, the questions go in rounds
+            if not caller.may_invoke:
+                return _text_result(NO_INVOKE, True)
+
+            body = self.body(caller, params.name, dict(params.arguments or {}),
+                             progress=token is not None, ask=True,
+                             questions=takes_links(ctx), key=key)
+            return await self._rounds.call(ctx, params, caller, body,
+                                           progress if token is not None else None)
         text, is_error = await self.call(caller, params.name, dict(params.arguments or {}),
                                          progress=progress if token is not None else None,
                                          ask=asker(ctx, caller), key=key,
                                          sign_in=url_asker(ctx, self._answer))
-        return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
-                                        is_error=is_error)
+        return _text_result(text, is_error)
 
     async def call(self, caller: Caller, name: str, arguments: dict[str, Any], *,
                    progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
@@ -406,17 +433,10 @@ class McpEndpoint:
         when a server wants them to sign in (:mod:`.sign_in`; :data:`DEFER`: to the SDK's
         path)."""
         if not caller.may_invoke:
-            return "this token may not call tools (it lacks tools:invoke)", True
-        who = caller.identity.id if caller.identity is not None else "local"
-        body = {"operation": "call", "workspace": caller.workspace, "name": name,
-                "arguments": arguments, "progress": progress is not None,
-                "ask": ask is not None,
-                # whose sign-ins an MCP server that signs each person in uses (mcp/signin.py)
-                "actor": who,
-                # a server's sign-in link may be sent to the caller's person
-                "questions": sign_in is not None and sign_in is not DEFER,
-                # one key for the call, the approved attempt after a person's yes included
-                "key": f"{who}/{key if key is not None else 'mcp-' + uuid.uuid4().hex}"}
+            return NO_INVOKE, True
+        body = self.body(caller, name, arguments, progress=progress is not None,
+                         ask=ask is not None,
+                         questions=sign_in is not None and sign_in is not DEFER, key=key)
         try:
             final = await self._stream(body, progress, sign_in)
             asked = final.get("approval")
@@ -432,6 +452,20 @@ class McpEndpoint:
         if sign_in is DEFER and final.get("type") == LOGIN_REQUIRED:
             raise Deferred(name)  # the SDK's path can send the person the link
         return text, bool(final.get("is_error"))
+
+    @staticmethod
+    def body(caller: Caller, name: str, arguments: dict[str, Any], *, progress: bool,
+             ask: bool, questions: bool, key: str | None) -> dict[str, Any]:
+        """The agent's request for a call (:mod:`toolmesh.agent.tool_calls`): ``ask``: a
+        call that needs approval comes back for it; ``questions``: a server's sign-in link
+        may be sent to the caller's person; ``key``: the client's idempotency key."""
+        who = caller.identity.id if caller.identity is not None else "local"
+        return {"operation": "call", "workspace": caller.workspace, "name": name,
+                "arguments": arguments, "progress": progress, "ask": ask,
+                # whose sign-ins an MCP server that signs each person in uses (mcp/signin.py)
+                "actor": who, "questions": questions,
+                # one key for the call, the approved attempt after a person's yes included
+                "key": f"{who}/{key if key is not None else 'mcp-' + uuid.uuid4().hex}"}
 
     async def _answer(self, question: dict[str, Any], action: str) -> None:
         """Answer a server's question through the approvals service (a decline, a cancel)."""
@@ -460,6 +494,22 @@ class McpEndpoint:
                 continue
             final = part
         return final
+
+
+NO_INVOKE = "this token may not call tools (it lacks tools:invoke)"
+
+
+def _text_result(text: str, is_error: bool) -> mcp_types.CallToolResult:
+    return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
+                                    is_error=is_error)
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Whom a request comes from (its token and workspace): a 2026-07-28 call's state is
+    theirs alone."""
+    caller = _caller(ctx)
+    who = caller.identity.id if caller.identity is not None else "local"
+    return f"{who}@{caller.workspace}"
 
 
 #: the revisions (``MCP-Protocol-Version``; none: the oldest) whose requests without a session

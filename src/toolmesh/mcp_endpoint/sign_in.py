@@ -1,9 +1,11 @@
 """A tool's MCP server wants its caller to sign in, and the caller came through ``/mcp``: the
-sign-in link goes to the MCP client's person as a URL-mode ``elicitation/create`` (MCP
-2025-11-25), whose client shows the host and asks before opening it. The call waits for the
-sign-in to finish (the mcp-tool service hears it: :mod:`toolmesh.mcp.signin`) and then goes
-on; a person who declines or cancels is answered through the ``approvals`` service, and the
-tool's result says so.
+sign-in link goes to the MCP client's person as a URL-mode question, whose client shows the
+host and asks before opening it: an ``elicitation/create`` request during the call (MCP
+2025-11-25), or the call's ``InputRequiredResult`` to a 2026-07-28 client, whose call is held
+until it comes back with the answer (:mod:`.input_required`). The call waits for the sign-in
+to finish (the mcp-tool service hears it: :mod:`toolmesh.mcp.signin`) and then goes on; a
+person who declines or cancels is answered through the ``approvals`` service, and the tool's
+result says so.
 
 A client that did not declare URL elicitation cannot be asked: its call fails at once with
 ``login-required``, naming ``toolmesh mcp login ITEM`` and the Workbench's Connect button.
@@ -35,12 +37,17 @@ async def DEFER(question: dict[str, Any]) -> None:  # noqa: N802 (a sentinel, na
     raise AssertionError("the fast path asks no questions")
 
 
+def takes_links(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether ``ctx``'s client declared URL elicitation."""
+    capabilities = getattr(ctx.session, "client_capabilities", None)
+    elicitation = getattr(capabilities, "elicitation", None)
+    return elicitation is not None and getattr(elicitation, "url", None) is not None
+
+
 def url_asker(ctx: ServerRequestContext[Any, Any], answer: Answer) -> SignInAsk | None:
     """How to send a sign-in link to the person behind ``ctx``'s client, or ``None`` when its
     client declared no URL elicitation."""
-    capabilities = getattr(ctx.session, "client_capabilities", None)
-    elicitation = getattr(capabilities, "elicitation", None)
-    if elicitation is None or getattr(elicitation, "url", None) is None:
+    if not takes_links(ctx):
         return None
 
     async def ask(question: dict[str, Any]) -> None:

@@ -11,11 +11,16 @@ serves, checked by the gateway as every other caller is:
   ``io.toolmesh/idempotency-key``) when it gave one;
 * the gateway's ``notifications/tools/list_changed`` is checked against a fresh list, and
   passed on when the tools did change (a config change that leaves them as they were is
-  not);
+  not): on the client's session, or to a 2026-07-28 client's ``subscriptions/listen``
+  stream;
 * a gateway that cannot be reached, refuses the token (401) or the workspace (403) is an MCP
   error that says so and what to check; a tool's own failure stays a result with ``isError``;
-* the gateway's question about a call (a tool that waits for a person's approval) goes to the
-  client with that call, when the client takes form questions.
+* the gateway's question about a call (a tool that waits for a person's approval: a form; a
+  server's sign-in link: a URL) goes to the client with that call, when the client takes
+  questions of that mode: as an ``elicitation/create`` request, or, to a 2026-07-28 client
+  (which cannot be asked during a call), as the call's ``InputRequiredResult``; the call to
+  the gateway is held meanwhile, and goes on when the client calls again with the answer
+  (:mod:`.held_calls`).
 
 The session with the gateway opens on the first request (the client's ``initialize`` is
 answered here, so a gateway that is down does not stop the client from starting) and
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,13 +46,26 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS
 
 from toolmesh import __version__
 from toolmesh.unreachable import gateway_unreachable
 from toolmesh.mcp.meta import IDEMPOTENCY_KEY
+from toolmesh.mcp_endpoint.approval import takes_forms
 from toolmesh.mcp_endpoint.endpoint import CALL_TIMEOUT, LIST_TIMEOUT
+from toolmesh.mcp_endpoint.held_calls import (
+    CANCEL,
+    Held,
+    HeldCalls,
+    Progress,
+    Question,
+    answer_of,
+)
+from toolmesh.mcp_endpoint.input_required import asks_in_rounds
+from toolmesh.mcp_endpoint.sign_in import takes_links
 from toolmesh.urls import mask_url
 
 log = logging.getLogger("toolmesh.mcp_endpoint.stdio")
@@ -58,6 +77,10 @@ T = TypeVar("T")
 MARGIN = 10.0
 #: seconds a new session with the gateway may take (connect and ``initialize``)
 OPEN_TIMEOUT = 30.0
+#: the key of the gateway's question in a 2026-07-28 client's ``inputRequests``
+QUESTION = "question"
+#: asks the client's person the gateway's question about the call under way
+Asker = Callable[[mcp_types.ElicitRequestParams], Awaitable[mcp_types.ElicitResult]]
 #: what the SDK's streamable-HTTP client reports for an HTTP error whose body is not JSON-RPC
 #: (the gateway's own refusals): the status the response hook saw says more
 _HTTP_ERROR = "Server returned an error response"
@@ -305,14 +328,19 @@ class StdioBridge:
     def __init__(self, target: Target) -> None:
         self.target = target
         self.upstream = Upstream(target, self._on_upstream)
+        #: a 2026-07-28 client's listeners (``subscriptions/listen``)
+        self._fanout = InMemorySubscriptionBus()
         self.server = Server(
             "toolmesh", version=__version__,
             instructions=f"The tools of toolmesh at {target.shown}.",
-            on_list_tools=self._list, on_call_tool=self._call)
+            on_list_tools=self._list, on_call_tool=self._call,
+            on_subscriptions_listen=ListenHandler(self._fanout))
         #: the stdio client's session once it listed the tools (whom to tell they changed)
         self._client: ServerSession | None = None
-        #: the calls under way: the gateway's question about one goes to the client with it
-        self._calls: list[ServerRequestContext[Any, Any]] = []
+        #: how to ask about each call under way: the gateway's question goes with it
+        self._calls: list[Asker] = []
+        #: a 2026-07-28 client's calls whose question waits for its next round
+        self._held = HeldCalls()
         #: the newest list the bridge saw (given to the client, or listed on the gateway's
         #: word that the tools changed): a change that leaves it as it was is not passed on
         self._listed: list[dict[str, Any]] | None = None
@@ -333,6 +361,7 @@ class StdioBridge:
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
+            await self._held.close()
             await self.upstream.close()
 
     async def _list(self, ctx: ServerRequestContext[Any, Any],
@@ -344,30 +373,110 @@ class StdioBridge:
         return result
 
     async def _call(self, ctx: ServerRequestContext[Any, Any],
-                    params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
+                    params: mcp_types.CallToolRequestParams,
+                    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         self._client = ctx.session
         self._offer_questions(ctx.session)
         token = (ctx.meta or {}).get("progress_token")  # the SDK's mapping, Python's spelling
-        report: Callable[[float, float | None, str | None], Awaitable[None]] | None = None
+        report: Progress | None = None
         if token is not None:
-            async def report(progress: float, total: float | None, message: str | None) -> None:
+            async def report(part: dict[str, Any]) -> None:
                 await ctx.session.send_progress_notification(
-                    token, progress, total, message, related_request_id=ctx.request_id)
+                    token, part["progress"], part.get("total"), part.get("message"),
+                    related_request_id=ctx.request_id)
+
+        if asks_in_rounds(ctx):  # 2026-07-28: the question goes back as the call's result
+            return await self._round(ctx, params, report)
+
+        async def ask(question: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+            if not _takes(ctx, question):
+                return CANCEL
+            if isinstance(question, mcp_types.ElicitRequestURLParams):
+                return await ctx.session.elicit_url(
+                    question.message, question.url,
+                    question.elicitation_id or uuid.uuid4().hex,
+                    related_request_id=ctx.request_id)
+            return await ctx.session.elicit_form(question.message, question.requested_schema,
+                                                 related_request_id=ctx.request_id)
+
+        return await self._forward(params, ctx.meta, ask, report)
+
+    async def _forward(self, params: mcp_types.CallToolRequestParams, meta: Any, ask: Asker,
+                       report: Progress | None) -> mcp_types.CallToolResult:
+        """The call to the gateway; its question goes to ``ask``."""
+        progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None
+        if report is not None:
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                await report({"progress": done, "total": total, "message": message})
 
         # the client's idempotency key goes on as it came (the gateway checks it)
-        key = (ctx.meta or {}).get(IDEMPOTENCY_KEY)
-        meta: Any = {IDEMPOTENCY_KEY: key} if key is not None else None
-        self._calls.append(ctx)
+        key = (meta or {}).get(IDEMPOTENCY_KEY)
+        sent: Any = {IDEMPOTENCY_KEY: key} if key is not None else None
+        self._calls.append(ask)
         try:
             return await self.upstream.run(lambda s: s.call_tool(
                 params.name, params.arguments, read_timeout_seconds=CALL_TIMEOUT + MARGIN,
-                progress_callback=report, meta=meta))
+                progress_callback=progress, meta=sent))
         finally:
-            self._calls.remove(ctx)
+            self._calls.remove(ask)
+
+    async def _round(self, ctx: ServerRequestContext[Any, Any],
+                     params: mcp_types.CallToolRequestParams, report: Progress | None,
+                     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        """One round of a 2026-07-28 client's call: the gateway's answer, or its question
+        (the call held until the client comes back with the answer)."""
+        call = {"name": params.name, "arguments": params.arguments or {}}
+        if params.request_state is None:
+            meta = ctx.meta
+
+            async def run(held: Held[mcp_types.CallToolResult]) -> mcp_types.CallToolResult:
+                async def ask(question: mcp_types.ElicitRequestParams,
+                              ) -> mcp_types.ElicitResult:
+                    if not _takes(ctx, question):
+                        return CANCEL
+                    answered: asyncio.Future[mcp_types.ElicitResult] = \
+                        asyncio.get_running_loop().create_future()
+
+                    async def answer(result: mcp_types.ElicitResult) -> None:
+                        if not answered.done():
+                            answered.set_result(result)
+
+                    await held.ask(Question(params=_as_asked(question), answer=answer,
+                                            about=call))
+                    return await answered
+
+                return await self._forward(params, meta, ask,
+                                           held.report if report is not None else None)
+
+            held: Held[mcp_types.CallToolResult] = Held(run)
+        else:
+            taken = self._held.take(params.request_state)
+            if taken is None or taken[1].about != call:
+                if taken is not None:  # another call's state: that call is given up
+                    await taken[1].answer(CANCEL)
+                    await taken[0].abandon()
+                raise MCPError(INVALID_PARAMS, (
+                    f"this call's requestState names no question of the bridge about it (it "
+                    f"was answered, or is older than {self._held.window:g} s): make the call "
+                    "again without it"))
+            held, asked = taken
+            answer = answer_of((params.input_responses or {}).get(QUESTION))
+            if answer is None:  # came back without the answer: asked again
+                return _input_required(asked, self._held.hold(held, asked))
+            await asked.answer(answer)
+        held.progress = report
+        try:
+            outcome = await held.next()
+        finally:
+            held.progress = None
+        if isinstance(outcome, Question):
+            return _input_required(outcome, self._held.hold(held, outcome))
+        return outcome
 
     def _offer_questions(self, client: ServerSession) -> None:
-        """The gateway may ask the client's person (a call that needs approval) when the
-        client takes form questions: said when the session with the gateway opens."""
+        """The gateway may ask the client's person (a call that needs approval; a sign-in
+        link too, when the client takes links) when the client takes form questions: said
+        when the session with the gateway opens."""
         elicitation = getattr(client.client_capabilities, "elicitation", None)
         takes_forms = elicitation is not None and not (
             elicitation.form is None and elicitation.url is not None)
@@ -377,14 +486,13 @@ class StdioBridge:
                    ) -> mcp_types.ElicitResult:
         """The gateway's question, passed to the client with the call it is about. Only one
         call may be under way to tell which (the gateway's question names its own request,
-        which the client never saw); with several, or a link to open, it is cancelled."""
-        if len(self._calls) != 1 or not isinstance(params, mcp_types.ElicitRequestFormParams):
+        which the client never saw); with several it is cancelled, and so is a question of
+        a mode the client did not declare."""
+        if len(self._calls) != 1:
             log.info("a question of the gateway could not be put to the client: %d calls "
                      "under way", len(self._calls))
-            return mcp_types.ElicitResult(action="cancel")
-        ctx = self._calls[0]
-        return await ctx.session.elicit_form(params.message, params.requested_schema,
-                                             related_request_id=ctx.request_id)
+            return CANCEL
+        return await self._calls[0](params)
 
     async def _on_upstream(self, message: object) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -410,10 +518,32 @@ class StdioBridge:
             if fresh is not None:
                 self._listed = fresh
             log.info("the tools changed: telling the MCP client")
+            await self._fanout.publish(ToolsListChanged())
             try:
                 await client.send_tool_list_changed()
             except Exception as e:  # noqa: BLE001 - a client that went away: nothing to tell
                 log.debug("could not tell the client its tools changed: %r", e)
+
+
+def _takes(ctx: ServerRequestContext[Any, Any], question: mcp_types.ElicitRequestParams) -> bool:
+    """Whether ``ctx``'s client declared questions of ``question``'s mode."""
+    if isinstance(question, mcp_types.ElicitRequestURLParams):
+        return takes_links(ctx)
+    return takes_forms(ctx)
+
+
+def _as_asked(question: mcp_types.ElicitRequestParams) -> mcp_types.ElicitRequestParams:
+    """The gateway's question as a 2026-07-28 client is asked it (no id, no task)."""
+    if isinstance(question, mcp_types.ElicitRequestURLParams):
+        return mcp_types.ElicitRequestURLParams(message=question.message, url=question.url)
+    return mcp_types.ElicitRequestFormParams(message=question.message,
+                                             requested_schema=question.requested_schema)
+
+
+def _input_required(question: Question, state: str) -> mcp_types.InputRequiredResult:
+    return mcp_types.InputRequiredResult(
+        input_requests={QUESTION: mcp_types.ElicitRequest(params=question.params)},
+        request_state=state)
 
 
 def _tools(result: mcp_types.ListToolsResult) -> list[dict[str, Any]]:
