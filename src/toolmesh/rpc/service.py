@@ -18,7 +18,9 @@ killed) is answered with a ``too-many-deliveries`` error instead of being handle
 
 Stopping drains: no new requests are taken, those in hand get ``drain_timeout`` seconds to
 finish, then are cancelled with a ``service-stopping`` error response, so callers hear at once
-instead of waiting out their deadlines, and the process exits in bounded time.
+instead of waiting out their deadlines, and the process exits in bounded time. A request that
+waits only for a person (:mod:`toolmesh.rpc.parking`: a dialog whose call awaits approval,
+kept in its journal) is not drained: it is cancelled at once, the same way.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from toolmesh.bus.base import DEFAULT_CONCURRENCY, Bus, Message, Producer, Subsc
 from toolmesh.bus.queue_id import parse_queue_id
 from toolmesh.errors import MalformedMessage, ToolmeshError
 from toolmesh.rpc import deadline
+from toolmesh.rpc.parking import Parked
 from toolmesh.telemetry import metrics, processors, tracing
 
 #: seconds the requests in hand get to finish when a service stops
@@ -138,6 +141,8 @@ class Service(ABC):
         self._subscription: Subscription | None = None
         self._handling: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        #: the requests in hand that wait only for a person (let go at once by a stop)
+        self._parked = Parked()
         # the callers' deadlines of the requests in hand, on one timer
         self._deadlines = deadline.Deadlines()
         self._counts = metrics.ServiceCounts(self.request_queue.topic)
@@ -181,6 +186,7 @@ class Service(ABC):
             subscription=self.subscription, concurrency=self.concurrency)
         processors.consumer_started(self.request_queue.topic, self.subscription,
                                     kind=type(self).__name__)
+        self._parked = Parked()  # started again: nothing is let go yet
         log.info("%s serving %s -> %s", type(self).__name__, self.request_queue,
                  self.response_queue)
 
@@ -193,6 +199,7 @@ class Service(ABC):
         processors.consumer_stopped(self.request_queue.topic, self.subscription)
         # closing stops deliveries, then waits for the handlers in flight
         closing = asyncio.create_task(sub.close())
+        self._parked.let_go(type(self).__name__)
         done, _ = await asyncio.wait({closing}, timeout=self.drain_timeout)
         if not done:
             log.warning("%s: %d request(s) still in hand after %g s; cancelling them",
@@ -243,6 +250,8 @@ class Service(ABC):
         # own context: a task's, or a copy the bus made for it)
         token = None if due is None else deadline.enter(due)
         id_token = _request_id.set(request_id) if request_id is not None else None
+        # whether it waits only for a person (a stop lets it go: rpc/parking.py)
+        parking = self._parked.enter()
         error: dict[str, str] | None = None
         # no span unless tracing is on (the name and attributes are not even looked at)
         with (tracing.span(self._span_name, kind="server", parent=properties,
@@ -267,6 +276,7 @@ class Service(ABC):
                     deadline.leave(token)
                 if id_token is not None:
                     _request_id.reset(id_token)
+                self._parked.leave(parking)
             if error is not None:
                 await reply(self.error_response(error))
                 if span is not None:
@@ -300,6 +310,7 @@ class Service(ABC):
         assert task is not None
         self._handling.add(task)
         expiry = None if due is None else _Expiry(task, self._deadlines, due)
+        self._parked.own(task)
         try:
             await coroutines.resume(handling, waits_on)
         except BaseException as e:
@@ -327,11 +338,17 @@ class Service(ABC):
                 return {"type": "timeout",
                         "message": f"{type(self).__name__} did not finish within the "
                                    f"caller's deadline of {timeout:g} s"}
+            task = asyncio.current_task()
+            assert task is not None
+            if self._parked.was_let_go(task):
+                task.uncancel()
+                return {"type": "service-stopping",
+                        "message": f"{type(self).__name__} stopped while this request waited "
+                                   "for a person (a dialog is kept in its journal and taken "
+                                   "up again when the agent is back); ask again once it is"}
             if not self._stopping:
                 raise e
             # the drain ran out: say so, and let the bus acknowledge the request
-            task = asyncio.current_task()
-            assert task is not None
             task.uncancel()
             return {"type": "service-stopping",
                     "message": f"{type(self).__name__} stopped before it finished this "
