@@ -113,8 +113,9 @@ async def test_agent_with_nothing_on_stdin_says_how_to_answer_and_waits(
     server, mailer = served
     async with waiting(server, ask("dave")) as agent:
         [request] = await listed(server)
-        assert agent.command == ["approvals", "approve", request["dialog"], request["call"],
-                                 "-u", server.url]
+        # the call's key alone names it (it holds the dialog's id)
+        assert request["call"].startswith(request["dialog"] + "/")
+        assert agent.command == ["approvals", "approve", request["call"], "-u", server.url]
         assert mailer.attempts() == []
         code, out, err = await run_toolmesh(*agent.command)  # the command, as it was printed
         assert code == 0, err
@@ -125,6 +126,8 @@ async def test_agent_with_nothing_on_stdin_says_how_to_answer_and_waits(
     assert out == (f"approved call {request['call']} of dialog {request['dialog']}: "
                    'send {"to": "dave"}\n')
     assert "nothing to read on stdin: the dialog waits" in ended[2]
+    # the waiting command heard who answered
+    assert f"✔ approved by local with the CLI (call {request['call']})" in ended[2]
     assert mailer.attempts() == [request["call"]] and mailer.sent() == ["to dave"]
 
 
@@ -142,7 +145,10 @@ async def test_agent_answered_from_elsewhere_ends_while_its_prompt_waits(
         ended = await agent.end()  # (its stdin is still open: nothing was written to it)
     assert ended[0] == 0, ended[2]
     assert ended[1] == "sent to frank\n"
-    assert "Approve? [y/N] \n" in ended[2]  # the prompt left open is ended with a newline
+    # the prompt left open is ended, and the command says who answered instead
+    assert (f"Approve? [y/N] \n✔ approved by local with the CLI (call {request['call']})\n"
+            in ended[2]), ended[2]
+    assert ended[2].count("Approve? [y/N]") == 1
     assert mailer.attempts() == [request["call"]]
 
 
@@ -154,24 +160,28 @@ async def test_approvals_list_approve_and_deny(served: tuple[Served, Mailer]) ->
     async with waiting(server, ask("erin")) as agent:
         [request] = await listed(server)
         dialog, call = request["dialog"], request["call"]
-        code, table, err = await run_toolmesh("approvals", "list", *u)
+        code, table, err = await run_toolmesh("approvals", "list", *u, extra_env={"TZ": "UTC"})
         assert code == 0, err
         unknown = await run_toolmesh("approvals", "approve", dialog, "nope", *u)
+        unknown_alone = await run_toolmesh("approvals", "deny", f"{dialog}/9/nope", *u)
+        other_dialog = await run_toolmesh("approvals", "deny", "not-" + dialog, call, *u)
         stale = await run_toolmesh("approvals", "approve", dialog, call, "--digest",
                                    "sha256:" + "0" * 64, *u)
         wrong_field = await run_toolmesh("approvals", "answer", dialog, call, "decline",
                                          "--field", "x=1", *u)
         not_a_question = await run_toolmesh("approvals", "answer", dialog, call, "accept", *u)
         assert mailer.attempts() == []
-        denied = await run_toolmesh("approvals", "deny", dialog, call, "--reason",
-                                    "erin left", *u)
+        denied = await run_toolmesh("approvals", "deny", call, "--reason", "erin left", *u)
         ended = await agent.end()
         twice = await run_toolmesh("approvals", "deny", dialog, call, *u)
     header, row = table.splitlines()
-    assert header.split() == ["DIALOG", "CALL", "TOOL", "ARGUMENTS", "EXPIRES", "(UTC)"]
-    assert row.split()[:5] == [dialog, call, "send", '{"to":', '"erin"}']
-    assert row.split()[5] == request["expires"][:10]
+    assert header.split() == ["CALL", "TOOL", "ARGUMENTS", "EXPIRES"]
+    assert row.split()[:4] == [call, "send", '{"to":', '"erin"}']
+    # TZ=UTC: the local time is the recorded one
+    assert " ".join(row.split()[4:]) == request["expires"][:19].replace("T", " ")
     assert unknown[0] == 1 and "not-found: no call 'nope'" in unknown[2]
+    assert unknown_alone[0] == 1 and f"not-found: no call '{dialog}/9/nope'" in unknown_alone[2]
+    assert other_dialog[0] == 1 and "not-found: " in other_dialog[2]
     assert stale[0] == 1 and "stale: " in stale[2] and request["digest"] in stale[2]
     assert wrong_field[0] == 1 and "--field goes with accept" in wrong_field[2]
     assert not_a_question[0] == 1 and "bad-request: " in not_a_question[2]
@@ -253,8 +263,8 @@ async def test_agent_shows_a_url_and_asks_if_it_is_done(asking: Served) -> None:
 async def test_a_form_answered_with_toolmesh_approvals_answer(asking: Served) -> None:
     async with waiting(asking, FORM) as agent:
         [question] = await listed(asking)
-        assert agent.command[:5] == ["approvals", "answer", question["dialog"],
-                                     question["call"], "accept|decline|cancel"]
+        assert agent.command[:4] == ["approvals", "answer", question["call"],
+                                     "accept|decline|cancel"]
         which = (question["dialog"], question["call"])
         unfit = await run_toolmesh("approvals", "answer", *which, "accept", "--field",
                                    "integer=many", "-u", asking.url)

@@ -10,6 +10,10 @@ Denied, or expired: it does not, and the model is told why (the reason the perso
 A dialog taken up again (its agent restarted) asks again for the calls still waiting, with
 the expiry they had, and takes the answers given meanwhile from its journal.
 
+Each wait is logged with the command that answers it, and each answer with who gave it
+(:mod:`toolmesh.approvals.audit`); the client is told the answer (``approval-answer``, with
+``by``), so one that still asks its person learns that someone else answered.
+
 An MCP server's question during a call (elicitation) is recorded and told the same way, as an
 ``elicitation-request``; the server waits for the answer (:mod:`toolmesh.mcp.elicitation`).
 """
@@ -24,8 +28,16 @@ from typing import Any
 from toolmesh.agent.calls import Emit
 from toolmesh.agent.journaling import DialogLog, Resumption
 from toolmesh.agent.tools import Tool
-from toolmesh.approvals import ApprovalGate, Policy, call_digest
-from toolmesh.approvals.wire import APPROVAL, EXPIRED, iso, now, request_text, seconds_left
+from toolmesh.approvals import ApprovalGate, Policy, audit, call_digest
+from toolmesh.approvals.wire import (
+    ANSWER_MESSAGE,
+    APPROVAL,
+    EXPIRED,
+    iso,
+    now,
+    request_text,
+    seconds_left,
+)
 from toolmesh.schema.agent import message, new_message_id
 
 #: seconds a request waits for its answer before it is taken as denied
@@ -49,7 +61,6 @@ class DialogApprovals:
         self.timeout = timeout
         self._asked = dict(resumed.asked) if resumed is not None else {}
         self._answers = dict(resumed.answers) if resumed is not None else {}
-
     async def permit(self, tool: Tool, arguments: Any, *, step: int, call: str) -> str | None:
         """``None`` when the call may run; else the observation that says why it does not."""
         if self.gate is None or not tool.needs_approval(self.default):
@@ -67,10 +78,11 @@ class DialogApprovals:
         request = self._asked.get(key)
         fresh = request is None or request.get("digest") != digest
         if fresh:
+            asked = now()
             request = {"kind": APPROVAL, "dialog": self.journal.id, "call": key, "step": step,
                        "workspace": self.workspace, "user": self.user, "tool": tool,
-                       "arguments": arguments, "digest": digest,
-                       "expires": iso(now() + timedelta(seconds=self.timeout))}
+                       "arguments": arguments, "digest": digest, "asked": iso(asked),
+                       "expires": iso(asked + timedelta(seconds=self.timeout))}
         assert request is not None
         # waited on before anyone can answer: an answer that comes at once finds its call
         future = self.gate.expect(request)
@@ -83,19 +95,34 @@ class DialogApprovals:
                 # journal was read was announced before anyone here listened for it
                 answered = await self.journal.answer_to(key)
                 if answered is not None and answered.get("digest") == digest:
-                    return answered
+                    return await self._told(request, answered)
             await self.emit(message("approval-request", request_text(request),
                                     message_id=new_message_id(), approval=request))
+            await self.gate.announce_asked(request)
             try:
-                async with asyncio.timeout(seconds_left(request)):
-                    return await future
+                with audit.waiting(request):
+                    async with asyncio.timeout(seconds_left(request)):
+                        answer = await future
             except TimeoutError:
-                answer = {"dialog": request["dialog"], "call": key, "digest": digest,
+                answer = {"dialog": request["dialog"], "call": key,
+                          "workspace": self.workspace, "digest": digest,
                           "decision": EXPIRED, "at": iso(now())}
                 self.journal.answered(answer)
-                return answer
+                await self.gate.announce(answer)  # for those who watch what waits
+            return await self._told(request, answer)
         finally:
             self.gate.forget(str(request["dialog"]), key)
+
+    async def _told(self, request: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+        """``answer`` to ``request``, logged, counted and told the client (who may still be
+        asking its person: someone else answered)."""
+        audit.decided(request, answer)
+        by = answer.get("by")
+        text = f"{request.get('tool')}: {answer.get('decision')}" + (
+            f" by {audit.who(by)}" if isinstance(by, dict) else "")
+        await self.emit(message(ANSWER_MESSAGE, text, message_id=new_message_id(),
+                                answer={k: v for k, v in answer.items() if k != "content"}))
+        return answer
 
 
     async def relay(self, tool: str, request: dict[str, Any], *, step: int) -> None:
@@ -104,16 +131,26 @@ class DialogApprovals:
         service (:mod:`toolmesh.mcp.elicitation`); the gate here holds the question too, so
         an agent that records nothing can still take its answer."""
         shown = {**request, "tool": tool, "step": step, "user": self.user,
-                 "workspace": self.workspace}
+                 "workspace": self.workspace, "asked": iso(now())}
         if self.gate is not None:
             future = self.gate.expect(shown)
             forget = partial(self.gate.forget, str(shown["dialog"]), str(shown["call"]))
-            future.add_done_callback(lambda _: forget())
+            audit.began(shown)
+
+            def settled(done: asyncio.Future[dict[str, Any]]) -> None:
+                forget()
+                audit.ended(shown)
+                if not done.cancelled():  # answered, not expired or abandoned
+                    audit.decided(shown, done.result())
+
+            future.add_done_callback(settled)
             asyncio.get_running_loop().call_later(seconds_left(shown), forget)
         self.journal.asked(shown)
         await self.journal.flush()
         await self.emit(message("elicitation-request", request_text(shown),
                                 message_id=new_message_id(), elicitation=shown))
+        if self.gate is not None:
+            await self.gate.announce_asked(shown)
 
 
 def _refusal(tool: str, answer: dict[str, Any], timeout: float) -> str | None:

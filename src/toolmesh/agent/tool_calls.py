@@ -21,7 +21,9 @@ which the caller got from a person. A caller
 that can ask one (``ask``: the MCP endpoint, for a client that takes elicitations and a token
 that may ``approve``) is answered ``{"approval": {"tool", "arguments", "digest"}}`` instead of
 a result, and calls again with the digest once the person said yes; any other caller is told
-why the call did not run.
+why the call did not run. A call run so is logged with its approver (``actor``, and
+``actor-name`` when the caller gives it) and counted with face ``mcp``
+(:mod:`toolmesh.approvals.audit`): no dialog records it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from toolmesh.agent.tally import DialogTally
 from toolmesh.agent.tools import Tool
 from toolmesh.agent.toolset import ToolSet
 from toolmesh.approvals import Policy
+from toolmesh.approvals.audit import NAME_FIELD, approved_through_mcp
 from toolmesh.approvals.digest import call_digest
 from toolmesh.approvals.gate import ApprovalGate
 from toolmesh.approvals.wire import seconds_left
@@ -107,12 +110,18 @@ class ToolCallsService(Service):
 
         approved = request.get("approved")
         asking: dict[str, Any] = {}
+        actor = request.get("actor")  # set by the gateway's /mcp, never by a client
 
         async def permit(tool: Tool, arguments: Any) -> str | None:
             if not tool.needs_approval(self.approval):
                 return None
             digest = call_digest(tool.name, arguments)
             if approved == digest:
+                # no dialog records it: the log line and the metrics are its audit
+                name = request.get(NAME_FIELD)
+                approved_through_mcp(tool=tool.name, digest=digest,
+                                     actor=actor if isinstance(actor, str) else None,
+                                     name=name if isinstance(name, str) else None)
                 return None
             if request.get("ask") is True:
                 asking.update(tool=tool.name, arguments=arguments, digest=digest)
@@ -135,7 +144,6 @@ class ToolCallsService(Service):
         key = request.get("key")
         if not isinstance(key, str) or not key:
             key = f"tool-calls/{current_request_id() or uuid.uuid4().hex}"
-        actor = request.get("actor")  # set by the gateway's /mcp, never by a client
         questions = request.get("questions") is True and self.gate is not None
 
         async def ask(tool: str, question: dict[str, Any]) -> None:
@@ -149,6 +157,7 @@ class ToolCallsService(Service):
             future.add_done_callback(lambda _: forget())
             asyncio.get_running_loop().call_later(max(seconds_left(shown), 0.0), forget)
             await reply({"elicitation": shown, "end_of_stream": False})
+            await self.gate.announce_asked(shown)  # for those who watch what waits
 
         outcome = await self.runner.run(name, arguments, offered, user=user, emit=emit,
                                         tally=DialogTally(), key=key, permit=permit,

@@ -5,6 +5,10 @@ its dialog and call. Whichever agent replica takes the answer (the ``approvals``
 records it in the journal and announces it on a notify queue every replica hears; the replica
 that holds the call resolves its future. On the memory bus that is the same process; on a
 broker, any replica may take the answer of any dialog.
+
+The same queue carries ``{"asked": REQUEST}`` when a call begins to wait: the approvals
+services of every replica hear both, for the people who watch what waits
+(:meth:`ApprovalGate.listen`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolmesh.bus.base import Bus, Message, Producer, Subscription
@@ -21,6 +25,10 @@ from toolmesh.errors import MalformedMessage, ToolmeshError
 log = logging.getLogger("toolmesh.approvals")
 
 APPROVALS_NOTIFY_QUEUE = "notify:tg:approvals:default"
+#: the notice of a request that begins to wait: ``{ASKED: REQUEST}``
+ASKED = "asked"
+#: hears every notice: an answer, or ``{ASKED: REQUEST}``
+Listener = Callable[[dict[str, Any]], None]
 
 
 class ApprovalGate:
@@ -33,6 +41,7 @@ class ApprovalGate:
         self._waiting: dict[tuple[str, str], tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = {}
         self._subscription: Subscription | None = None
         self._producer: Producer | None = None
+        self._listeners: list[Listener] = []
 
     async def start(self) -> None:
         self._producer = await self._bus.producer(self._queue)
@@ -89,14 +98,38 @@ class ApprovalGate:
             raise ToolmeshError("the approval gate is not started")
         await self._producer.send(dict(answer))
 
+    async def announce_asked(self, request: Mapping[str, Any]) -> None:
+        """Tell every replica that ``request`` waits for a person (for those who watch)."""
+        if self._producer is not None:
+            await self._producer.send({ASKED: dict(request)})
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """Have ``listener`` hear every notice from now on; returns the call that stops it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners \
+            else None
+
     async def _on_notice(self, message: Message) -> None:
         try:
-            answer = message.json()
+            notice = message.json()
         except MalformedMessage as e:
             log.warning("ignored a malformed approval notice: %s", e.message)
             return
-        if not isinstance(answer, dict) or not isinstance(answer.get("dialog"), str) \
-                or not isinstance(answer.get("call"), str):
-            log.warning("ignored an approval notice without a dialog and a call: %r", answer)
+        asked = notice.get(ASKED) if isinstance(notice, dict) else None
+        if isinstance(asked, dict):
+            if isinstance(asked.get("dialog"), str) and isinstance(asked.get("call"), str):
+                self._tell(notice)
             return
-        self.resolve(answer)
+        if not isinstance(notice, dict) or not isinstance(notice.get("dialog"), str) \
+                or not isinstance(notice.get("call"), str):
+            log.warning("ignored an approval notice without a dialog and a call: %r", notice)
+            return
+        self.resolve(notice)
+        self._tell(notice)
+
+    def _tell(self, notice: dict[str, Any]) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(notice)
+            except Exception:  # one listener's fault must not keep the notice from others
+                log.exception("an approvals listener failed on a notice")

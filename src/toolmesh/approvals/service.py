@@ -4,11 +4,20 @@ Requests on ``request:tg:approvals:{flow}`` (the agent serves them, beside its d
 
 * ``{"operation": "list", "workspace"?}`` → ``{"workspace", "approvals": [REQUEST, ...]}``:
   the calls (and MCP servers' questions) waiting, oldest first;
-* ``{"operation": "approve", "dialog", "call", "digest"}`` and ``{"operation": "deny",
-  "dialog", "call", "digest"?, "reason"?}`` → ``{"answer": ANSWER}``;
-* ``{"operation": "answer", "dialog", "call", "action": "accept" | "decline" | "cancel",
+* ``{"operation": "approve", "dialog"?, "call", "digest"}`` and ``{"operation": "deny",
+  "dialog"?, "call", "digest"?, "reason"?}`` → ``{"answer": ANSWER}`` (``dialog`` may be left
+  out: the call's key names it, and the call is looked up among those waiting);
+* ``{"operation": "answer", "dialog"?, "call", "action": "accept" | "decline" | "cancel",
   "content"?}`` → ``{"answer": ANSWER}`` for an elicitation (``content``: the form's values,
-  checked against the requested schema).
+  checked against the requested schema);
+* ``{"operation": "watch", "workspace"?}`` → a stream: ``{"workspace", "approvals": [...]}``
+  (what waits now), then ``{"asked": REQUEST}`` for each call that begins to wait and
+  ``{"answer": ANSWER}`` for each answer, each with ``"end_of_stream": false``; it ends with
+  ``{"workspace", "renew": true}`` shortly before the caller's deadline (ask again to go on
+  watching: the list that starts the next stream has whatever came in between).
+
+Each answer records who gave it, through which face (``by``: :mod:`toolmesh.approvals.audit`),
+as the gateway stamped the request.
 
 An approval names the digest of the exact call it approves (:mod:`toolmesh.approvals.digest`):
 when the call waiting is another (``stale``), or none waits (``not-found``), or it was
@@ -20,9 +29,11 @@ as ``POST /api/v1/flow/{flow}/service/approvals``, for tokens with ``approve``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from toolmesh.approvals.gate import ApprovalGate
+from toolmesh.approvals.audit import approver
+from toolmesh.approvals.gate import ASKED, ApprovalGate
 from toolmesh.approvals.wire import (
     ANSWER_ENTRY,
     APPROVAL,
@@ -39,11 +50,15 @@ from toolmesh.bus.base import Bus
 from toolmesh.config.workspaces import request_workspace
 from toolmesh.dialogs import DialogJournal, JournalError
 from toolmesh.errors import ServiceError
+from toolmesh.rpc import deadline, parking
 from toolmesh.rpc.service import Reply, Service
 
 APPROVALS_REQUEST_QUEUE = "request:tg:approvals:default"
 APPROVALS_RESPONSE_QUEUE = "response:tg:approvals:default"
-OPERATIONS = ("list", "approve", "deny", "answer")
+OPERATIONS = ("list", "approve", "deny", "answer", "watch")
+#: seconds before the caller's deadline a watch ends (with ``renew``), so its caller hears
+#: the end rather than a timeout
+WATCH_MARGIN = 2.0
 
 
 class ApprovalsService(Service):
@@ -56,11 +71,19 @@ class ApprovalsService(Service):
                  id: str = "agent", workspace: str = "default",
                  request_queue: str = APPROVALS_REQUEST_QUEUE,
                  response_queue: str = APPROVALS_RESPONSE_QUEUE) -> None:
+        # a watch holds its request for as long as its caller waits: room for many
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
-                         subscription=f"{id}-approvals-request", concurrency=16)
+                         subscription=f"{id}-approvals-request", concurrency=256)
         self.gate = gate
         self.journal = journal
         self.workspace = workspace
+        #: each watch in progress: its events, and its workspace
+        self._watches: dict[asyncio.Queue[dict[str, Any]], str] = {}
+        self._unlisten = gate.listen(self._notice)
+
+    async def stop(self) -> None:
+        await super().stop()
+        self._unlisten()
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         workspace = request_workspace(request, default=self.workspace)
@@ -68,14 +91,20 @@ class ApprovalsService(Service):
         if operation == "list":
             await reply({"workspace": workspace, "approvals": await self.waiting(workspace)})
             return
+        if operation == "watch":
+            await self._watch(workspace, reply)
+            return
         if operation not in OPERATIONS:
             raise _bad(f"unknown operation {operation!r}; operations: {', '.join(OPERATIONS)}")
         dialog, call = request.get("dialog"), request.get("call")
+        if dialog is None and isinstance(call, str) and call:
+            dialog = await self._dialog_of(workspace, call)
         if not isinstance(dialog, str) or not dialog or not isinstance(call, str) or not call:
-            raise _bad("'dialog' and 'call' must name the call waiting (as the "
+            raise _bad("'call' (and 'dialog', or not) must name the call waiting (as the "
                        "approval-request or the list shows them)")
         asked = await self._asked(workspace, dialog, call)
         answer = _answer(operation, request, asked)
+        answer["by"] = approver(request)
         if self.journal is not None and asked.get("journaled") is not False:
             try:
                 await self.journal.append(dialog, [(ANSWER_ENTRY, answer)])
@@ -84,6 +113,50 @@ class ApprovalsService(Service):
                                    type="journal-error") from e
         await self.gate.announce(answer)
         await reply({"answer": answer})
+
+    async def _dialog_of(self, workspace: str, call: str) -> str:
+        """The dialog of ``call``, one of those waiting in ``workspace``."""
+        for request in await self.waiting(workspace):
+            if request.get("call") == call:
+                return str(request.get("dialog"))
+        raise ServiceError(f"no call {call!r} waits for an answer in workspace {workspace!r}",
+                           type="not-found")
+
+    async def _watch(self, workspace: str, reply: Reply) -> None:
+        """What waits in ``workspace``, then each change, until shortly before the caller's
+        deadline (see the module docstring)."""
+        events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._watches[events] = workspace  # before the list: nothing falls in between
+        try:
+            await reply({"workspace": workspace, "approvals": await self.waiting(workspace),
+                         "end_of_stream": False})
+            left = deadline.remaining()
+            # it waits for people only: a stop need not wait for it (rpc/parking.py)
+            with parking.for_a_person():
+                async with asyncio.timeout(None if left is None
+                                           else max(left - WATCH_MARGIN, 0.0)):
+                    while True:
+                        await reply({**await events.get(), "end_of_stream": False})
+        except TimeoutError:
+            pass
+        finally:
+            del self._watches[events]
+        await reply({"workspace": workspace, "renew": True})
+
+    def _notice(self, notice: dict[str, Any]) -> None:
+        """A notice of the gate (an answer, or a request that begins to wait), for the
+        watches of its workspace."""
+        if not self._watches:
+            return
+        asked = notice.get(ASKED)
+        if isinstance(asked, dict):
+            workspace, event = asked.get("workspace"), {"asked": asked}
+        else:
+            shown = {k: v for k, v in notice.items() if k != "content"}  # a form's values
+            workspace, event = notice.get("workspace"), {"answer": shown}
+        for events, watched in self._watches.items():
+            if watched == workspace:
+                events.put_nowait(event)
 
     async def waiting(self, workspace: str) -> list[dict[str, Any]]:
         """The requests of ``workspace`` that wait for an answer, oldest first."""
@@ -146,6 +219,7 @@ def _answer(operation: str, request: dict[str, Any], asked: dict[str, Any]) -> d
     """The answer ``request`` gives to ``asked``, checked."""
     kind = asked.get("kind") or APPROVAL
     answer: dict[str, Any] = {"dialog": asked["dialog"], "call": asked["call"],
+                              "workspace": asked.get("workspace"),
                               "digest": asked.get("digest"), "at": iso(now())}
     if kind == ELICITATION:
         if operation != "answer":

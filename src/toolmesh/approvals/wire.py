@@ -6,13 +6,20 @@ A call that waits for a person is told to the dialog's client as an agent messag
 kind ``approval`` with the same body; its answer is an entry of kind ``answer``.
 
 REQUEST: ``{"kind": "approval" | "elicitation", "dialog", "call", "step", "workspace",
-"user", "tool", "arguments", "digest", "expires"}`` (``call``: the call's idempotency key,
-unique in the deployment; ``expires``: ISO 8601, UTC); an elicitation adds ``"mode": "form" |
-"url"``, ``"message"``, and ``"schema"`` (form) or ``"url"`` (url).
+"user", "tool", "arguments", "digest", "asked"?, "expires"}`` (``call``: the call's
+idempotency key, unique in the deployment, ``DIALOG/STEP/CALL`` for a dialog's call; ``asked``
+and ``expires``: ISO 8601, UTC); an elicitation adds ``"mode": "form" | "url"``,
+``"message"``, and ``"schema"`` (form) or ``"url"`` (url).
 
-ANSWER: ``{"dialog", "call", "digest", "decision", "reason"?, "content"?, "at"}``, where
-``decision`` is ``approve`` / ``deny`` / ``expired`` for an approval and ``accept`` /
-``decline`` / ``cancel`` / ``expired`` for an elicitation.
+ANSWER: ``{"dialog", "call", "workspace", "digest", "decision", "reason"?, "content"?, "at",
+"by"?}``, where ``decision`` is ``approve`` / ``deny`` / ``expired`` for an approval and
+``accept`` / ``decline`` / ``cancel`` / ``expired`` for an elicitation, and ``by`` who gave it:
+``{"id", "name", "face"}`` (:mod:`toolmesh.approvals.audit`; none for ``expired``, nor in
+answers recorded before it was kept).
+
+Once an answer is in, the dialog tells its client ``{"message_type": "approval-answer",
+"answer": ANSWER}`` (without ``content``): a client that waits on a request answered elsewhere
+learns by whom.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ ELICITATION = "elicitation"
 #: the journal entry of a request, and of its answer
 REQUEST_ENTRY = "approval"
 ANSWER_ENTRY = "answer"
+#: the agent message that tells a dialog's client an answer came
+ANSWER_MESSAGE = "approval-answer"
 APPROVAL_DECISIONS = ("approve", "deny")
 ELICITATION_DECISIONS = ("accept", "decline", "cancel")
 EXPIRED = "expired"

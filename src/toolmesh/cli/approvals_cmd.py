@@ -3,8 +3,14 @@ whose policy asks, an MCP server's question) and their answers, through the gate
 ``approvals`` service, in the caller's workspace (docs/approvals.md). The token needs the
 ``approve`` capability.
 
+A call is named by its key alone (``DIALOG/STEP/CALL``: it holds the dialog's id), or by the
+dialog and the key. ``toolmesh approvals approve --watch`` asks about each request as it comes
+(:mod:`toolmesh.cli.asking`) until stdin ends or Ctrl-C. Every answer says ``"via": "cli"``:
+the audit records the face (``by``).
+
 The helpers below (what a request says, a form field's value from text, the command that
-answers a request) serve ``toolmesh agent`` too, which asks the person at the terminal.
+answers a request, who answered) serve ``toolmesh agent`` too, which asks the person at the
+terminal.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 
 from toolmesh.cli.config_cmd import add_gateway_flags
 from toolmesh.cli.http import CliError, GatewayClient
-from toolmesh.cli.output import print_json, print_table, printable
+from toolmesh.cli.output import local_time, print_json, print_table, printable
 
 #: what a person may answer an MCP server's question with
 ACTIONS = ("accept", "decline", "cancel")
@@ -26,7 +32,13 @@ ACTIONS = ("accept", "decline", "cancel")
 ARGUMENTS_WIDTH = 60
 #: the past tense of each answer, for the line that confirms it
 DONE = {"approve": "approved", "deny": "denied", "accept": "accepted",
-        "decline": "declined", "cancel": "cancelled"}
+        "decline": "declined", "cancel": "cancelled", "expired": "expired"}
+#: the face each answer came through (the audit's ``by.face``), in words
+FACES = {"workbench": "in the Workbench", "cli": "with the CLI",
+         "websocket": "over the WebSocket", "rest": "over REST",
+         "mcp": "through an MCP client", "bus": "from inside the deployment"}
+#: the face this command's answers are recorded with
+VIA = "cli"
 
 
 def add_parser(commands: Any) -> None:
@@ -40,9 +52,11 @@ def add_parser(commands: Any) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     ls = actions.add_parser("list", help="what waits for an answer, oldest first")
     approve = actions.add_parser(
-        "approve", help="let a waiting call run",
+        "approve", help="let a waiting call run (--watch: ask about each as it comes)",
         description="Approves the exact call waiting: without --digest the command looks "
-                    "the call up first and prints what it approves.")
+                    "the call up first and prints what it approves. With --watch it asks "
+                    "about every request of the workspace as it comes, y/n (and an MCP "
+                    "server's questions field by field), until stdin ends or Ctrl-C.")
     deny = actions.add_parser("deny", help="refuse a waiting call: it is not run, and the "
                                            "model is told (with your reason)")
     answer = actions.add_parser(
@@ -51,10 +65,12 @@ def add_parser(commands: Any) -> None:
                     "cancel. Values are read as the form's schema says: numbers, "
                     "true/false, one of an enum's choices.")
     for sub in (approve, deny, answer):
-        sub.add_argument("dialog", metavar="DIALOG",
-                         help="the dialog's id (from `toolmesh approvals list`)")
-        sub.add_argument("call", metavar="CALL",
-                         help="the call's key (from `toolmesh approvals list`)")
+        sub.add_argument("ids", metavar="[DIALOG] CALL", nargs="*" if sub is approve else "+",
+                         help="the call's key, DIALOG/STEP/CALL (from `toolmesh approvals "
+                              "list`); the dialog's id before it may be given too")
+    approve.add_argument("--watch", action="store_true",
+                         help="ask about each request as it comes (stdin: the answers; ends "
+                              "at its end or with Ctrl-C)")
     approve.add_argument("--digest", help="the digest of the call approved (from the "
                                           "approval request or `toolmesh approvals list "
                                           "--json`); default: the digest of the call waiting")
@@ -70,6 +86,14 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "watch", False):
+        if args.ids or args.digest or args.json:
+            raise CliError("--watch answers every request as it comes: give it no call, "
+                           "--digest or --json")
+        from toolmesh.cli.loop import run as run_async
+        from toolmesh.cli.watch import watch
+
+        return run_async(watch(args)) or 0
     client = GatewayClient(args.url, token=args.token)
     path = f"api/v1/flow/{args.flow}/service/approvals"
 
@@ -82,17 +106,17 @@ def run(args: argparse.Namespace) -> int:
             print_json(listed)
             return 0
         return _list(listed, args.workspace)
-    which = {"dialog": args.dialog, "call": args.call}
+    dialog, call = _ids(args.ids)
+    which = {"call": call, **({"dialog": dialog} if dialog else {}), "via": VIA}
     asked: dict[str, Any] | None = None
     if args.action == "approve":
         body: dict[str, Any] = {"operation": "approve", **which}
         if args.digest:
             body["digest"] = args.digest
         else:
-            asked = _waiting(post({"operation": "list"}), args.dialog, args.call,
-                             args.workspace)
+            asked = _waiting(post({"operation": "list"}), dialog, call, args.workspace)
             if asked.get("kind") == "elicitation":
-                raise CliError(f"bad-request: call {args.call!r} is a question of an MCP "
+                raise CliError(f"bad-request: call {call!r} is a question of an MCP "
                                f"server: answer it with `toolmesh approvals answer`")
             body["digest"] = asked.get("digest")
             print(f"approving {describe(asked)}", file=sys.stderr, flush=True)
@@ -104,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         body = {"operation": "answer", **which, "action": args.action_taken}
         if args.action_taken == "accept":
             if args.field:
-                asked = _find(post({"operation": "list"}), args.dialog, args.call)
+                asked = _find(post({"operation": "list"}), dialog, call)
             body["content"] = form_content(args.field, (asked or {}).get("schema"))
         elif args.field:
             raise CliError(f"--field goes with accept, not {args.action_taken}")
@@ -113,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(answered)
         return 0
     decision = str(answered.get("decision", body.get("action", body["operation"])))
-    line = f"{DONE.get(decision, decision)} call {args.call} of dialog {args.dialog}"
+    line = (f"{DONE.get(decision, decision)} call {call} of dialog "
+            f"{answered.get('dialog') or dialog}")
     if asked is not None and asked.get("kind") != "elicitation":
         line += f": {describe(asked)}"
     if answered.get("reason"):
@@ -130,26 +155,36 @@ def _list(answer: dict[str, Any], workspace: str) -> int:
         print(f"nothing waits for an answer in workspace "
               f"{answer.get('workspace', workspace)!r}", file=sys.stderr)
         return 0
-    rows = [[str(r.get("dialog")), str(r.get("call")), str(r.get("tool")),
-             _short(what(r), ARGUMENTS_WIDTH), str(r.get("expires", ""))[:19].replace("T", " ")]
-            for r in waiting]
-    print_table(["DIALOG", "CALL", "TOOL", "ARGUMENTS", "EXPIRES (UTC)"], rows)
+    rows = [[str(r.get("call")), str(r.get("tool")), _short(what(r), ARGUMENTS_WIDTH),
+             local_time(r.get("expires"))] for r in waiting]
+    print_table(["CALL", "TOOL", "ARGUMENTS", "EXPIRES"], rows)
     return 0
 
 
-def _find(listed: dict[str, Any], dialog: str, call: str) -> dict[str, Any] | None:
+def _ids(ids: list[str]) -> tuple[str | None, str]:
+    """The dialog (``None``: the call's key names it) and the call the ids name."""
+    if len(ids) == 1:
+        return None, ids[0]
+    if len(ids) == 2:
+        return ids[0], ids[1]
+    raise CliError("name the call by its key (DIALOG/STEP/CALL, as `toolmesh approvals list` "
+                   "shows it), or by its dialog and its key")
+
+
+def _find(listed: dict[str, Any], dialog: str | None, call: str) -> dict[str, Any] | None:
     for request in listed.get("approvals") or []:
-        if request.get("dialog") == dialog and request.get("call") == call:
+        if request.get("call") == call and dialog in (None, request.get("dialog")):
             return request  # type: ignore[no-any-return]
     return None
 
 
-def _waiting(listed: dict[str, Any], dialog: str, call: str, workspace: str) -> dict[str, Any]:
+def _waiting(listed: dict[str, Any], dialog: str | None, call: str,
+             workspace: str) -> dict[str, Any]:
     found = _find(listed, dialog, call)
     if found is None:
-        raise CliError(f"not-found: no call {call!r} of dialog {dialog!r} waits for an answer "
-                       f"in workspace {workspace!r} (`toolmesh approvals list` shows those "
-                       "that do)")
+        of = f" of dialog {dialog!r}" if dialog else ""
+        raise CliError(f"not-found: no call {call!r}{of} waits for an answer in workspace "
+                       f"{workspace!r} (`toolmesh approvals list` shows those that do)")
     return found
 
 
@@ -170,15 +205,26 @@ def describe(request: dict[str, Any]) -> str:
 def answer_command(request: dict[str, Any], *, url: str | None = None,
                    workspace: str = "default") -> str:
     """The command that answers ``request`` from another terminal."""
-    which = [shlex.quote(str(request.get(k))) for k in ("dialog", "call")]
+    which = shlex.quote(str(request.get("call")))
     if request.get("kind") == "elicitation":
-        words = ["toolmesh approvals answer", *which, "accept|decline|cancel"]
+        words = ["toolmesh approvals answer", which, "accept|decline|cancel"]
         if request.get("mode") != "url":
             words.append("[--field NAME=VALUE ...]")
     else:
-        words = ["toolmesh approvals approve", *which]
+        words = ["toolmesh approvals approve", which]
     where = (["-u", url] if url else []) + (["-w", workspace] if workspace != "default" else [])
     return " ".join([*words, *map(shlex.quote, where)])
+
+
+def approver_text(by: Any) -> str:
+    """Who gave an answer, and through which face: ``by ci (t_1a2b) with the CLI``
+    (``by someone`` for an answer recorded without its approver)."""
+    if not isinstance(by, dict):
+        return "by someone (not recorded)"
+    name, id = by.get("name"), by.get("id")
+    who = f"{name} ({id})" if name else str(id)
+    face = FACES.get(str(by.get("face")), f"through {by.get('face')}")
+    return printable(f"by {who} {face}")
 
 
 def form_content(fields: list[str], schema: Any) -> dict[str, Any]:

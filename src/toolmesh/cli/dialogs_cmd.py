@@ -1,5 +1,9 @@
 """``toolmesh dialogs list`` and ``toolmesh dialogs show ID``: the dialogs the agent recorded
-(docs/dialogs.md), through the gateway's ``dialogs`` service, in the caller's workspace."""
+(docs/dialogs.md), through the gateway's ``dialogs`` service, in the caller's workspace.
+
+Times are shown in this machine's local time. ``show`` prints each call that waited for a
+person — the request (tool, arguments, digest) and its answer, with who gave it, through which
+face, and when (docs/approvals.md)."""
 
 from __future__ import annotations
 
@@ -9,9 +13,10 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from toolmesh.cli.approvals_cmd import DONE, approver_text
 from toolmesh.cli.config_cmd import add_gateway_flags
 from toolmesh.cli.http import CliError, GatewayClient
-from toolmesh.cli.output import Cell, print_json, print_table
+from toolmesh.cli.output import Cell, counted, local_time, print_json, print_table, printable
 
 STATUS = {"answer": Cell("answer", "green"), "running": Cell("running", "cyan"),
           "abandoned": Cell("abandoned", "yellow")}
@@ -71,24 +76,27 @@ def _list(answer: dict[str, Any], workspace: str) -> int:
     rows: list[list[str | Cell]] = []
     for d in dialogs:
         status = str(d.get("status"))
-        rows.append([str(d.get("id")), str(d.get("started", ""))[:19].replace("T", " "),
+        rows.append([str(d.get("id")), local_time(d.get("started")),
                      STATUS.get(status, Cell(status, "red")), str(d.get("steps", "")),
-                     str(d.get("tool_calls", "")), _tokens(d), f"{d.get('seconds', 0):.1f}",
+                     str(d.get("tool_calls", "")), _tokens(d, label=""),
+                     f"{d.get('seconds', 0):.1f}",
                      _short(str(d.get("question", "")), 50)])
-    print_table(["ID", "STARTED (UTC)", "STATUS", "STEPS", "CALLS", "TOKENS", "SECONDS",
-                 "QUESTION"], rows, right=(3, 4, 5, 6))
+    print_table(["ID", "STARTED", "STATUS", "STEPS", "CALLS", "TOKENS", "SECONDS",
+                 "QUESTION"], rows, right=(3, 4, 6))
     return 0
 
 
 def _show(dialog: dict[str, Any]) -> None:
-    print(f"dialog {dialog.get('id')}  ({dialog.get('status')}; {dialog.get('steps')} steps, "
-          f"{dialog.get('tool_calls')} tool calls, {_tokens(dialog)} tokens, "
-          f"{dialog.get('seconds', 0):.1f} s)")
-    print(f"workspace {dialog.get('workspace')}, user {dialog.get('user')}, started "
-          f"{dialog.get('started')}")
+    print(printable(f"dialog {dialog.get('id')}  ({dialog.get('status')}; "
+                    f"{counted(dialog.get('steps'), 'step')}, "
+                    f"{counted(dialog.get('tool_calls'), 'tool call')}, {_tokens(dialog)}, "
+                    f"{dialog.get('seconds', 0):.1f} s)"))
+    print(printable(f"workspace {dialog.get('workspace')}, user {dialog.get('user')}, "
+                    f"started {local_time(dialog.get('started'), zone=True)}"))
     print(f"question: {dialog.get('question')}")
     started = _when(dialog.get("started"))
     step = None
+    asked: dict[str, dict[str, Any]] = {}
     for entry in dialog.get("entries") or []:
         body = entry.get("body") or {}
         kind = entry.get("kind")
@@ -116,6 +124,11 @@ def _show(dialog: dict[str, Any]) -> None:
             mark += " (nothing new)" if body.get("redundant") else ""
             print(f"  result of {body.get('name')}{mark}{offset}: "
                   f"{_short(str(body.get('observation')), 300)}")
+        elif kind == "approval":
+            asked[str(body.get("call"))] = body
+            _request(body, offset)
+        elif kind == "answer":
+            _decision(body, asked.get(str(body.get("call"))), offset)
         elif kind == "end":
             message = body.get("message") or {}
             if message.get("message_type") == "answer":
@@ -130,17 +143,51 @@ def _show(dialog: dict[str, Any]) -> None:
                 print(f"\nerror ({error.get('type')}){offset}: {error.get('message')}")
 
 
+def _request(request: dict[str, Any], offset: str) -> None:
+    """A call's request for a person: what it asks about, exactly."""
+    if request.get("kind") == "elicitation":
+        what = f"{request.get('tool')} asks: {request.get('message') or ''}"
+        if request.get("mode") == "url":
+            what += f" (open {request.get('url')})"
+    else:
+        what = (f"{request.get('tool')} "
+                f"{json.dumps(request.get('arguments'), ensure_ascii=False)}")
+    print(printable(f"  ✋ waits for a person{offset}: {what}"))
+    print(printable(f"     call {request.get('call')}, digest {request.get('digest')}, expires "
+                    f"{local_time(request.get('expires'))}"))
+
+
+def _decision(answer: dict[str, Any], request: dict[str, Any] | None, offset: str) -> None:
+    """A request's answer: what was decided, by whom, through which face, when."""
+    decision = str(answer.get("decision"))
+    done = DONE.get(decision, decision)
+    at = local_time(answer.get("at"))
+    asked, given = _when((request or {}).get("asked")), _when(answer.get("at"))
+    took = f", after {(given - asked).total_seconds():.1f} s" if asked and given else ""
+    if decision == "expired":
+        line = f"  ⌛ expired{offset}: no one answered by {at}"
+    else:
+        mark = "✔" if decision in ("approve", "accept") else "✘"
+        line = f"  {mark} {done} {approver_text(answer.get('by'))} at {at}{took}{offset}"
+    if answer.get("reason"):
+        line += f"; reason: {answer['reason']}"
+    if request is not None and answer.get("digest") not in (None, request.get("digest")):
+        line += f" (for digest {answer.get('digest')})"
+    print(printable(line))
+
+
 def _when(text: Any) -> datetime | None:
     try:
-        return datetime.fromisoformat(str(text))
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
         return None
 
 
-def _tokens(d: dict[str, Any]) -> str:
+def _tokens(d: dict[str, Any], *, label: str = "tokens ") -> str:
+    """``tokens in 375 / out 53`` (``label``: what goes before ``in``)."""
     if d.get("in_token") is None and d.get("out_token") is None:
-        return "-"
-    return f"{d.get('in_token') or 0}+{d.get('out_token') or 0}"
+        return f"{label}-" if label else "-"
+    return f"{label}in {d.get('in_token') or 0} / out {d.get('out_token') or 0}"
 
 
 def _short(text: str, most: int) -> str:

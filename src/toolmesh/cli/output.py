@@ -168,3 +168,28 @@ def json_text(data: Any, *, sort_keys: bool = True) -> str:
 def print_json(data: Any, *, sort_keys: bool = True, stream: TextIO | None = None) -> None:
     """Print :func:`json_text` of ``data`` and a newline to ``stream`` (default: stdout)."""
     print(json_text(data, sort_keys=sort_keys), file=sys.stdout if stream is None else stream)
+
+
+def local_time(text: Any, *, zone: bool = False) -> str:
+    """An ISO 8601 time (``2026-05-06T12:03:05.123Z``) as this machine's local time,
+    ``2026-05-06 14:03:05`` (``zone``: with the zone's abbreviation, for a line that stands
+    alone); anything that is not such a time as it is (``""`` for none)."""
+    from datetime import datetime, timezone  # here: most commands show no time
+
+    if not isinstance(text, str) or not text:
+        return ""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone().strftime("%Y-%m-%d %H:%M:%S" + (" %Z" if zone else ""))
+
+
+def counted(n: Any, word: str, plural: str | None = None) -> str:
+    """``1 tool call``, ``2 tool calls``, ``0 steps`` (``plural``: when not ``word + "s"``);
+    what is not a number shown as it is."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        return f"{n if n is not None else '?'} {plural or word + 's'}"
+    return f"{n} {word if n == 1 else plural or word + 's'}"

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from toolmesh.approvals.audit import stamped
 from toolmesh.config.admin import ACTOR_FIELD
 from toolmesh.errors import ToolmeshError
 from toolmesh.gateway.auth import Auth, Identity
@@ -69,8 +70,9 @@ AUTHENTICATED = web.RequestKey("authenticated", bool)
 #: set on every request that passed the checks: who sent it (``None``: no valid token)
 IDENTITY = web.RequestKey("identity", Identity | None)
 #: services whose requests carry the caller's id (the gateway sets it): for the audit, and
-#: for whose sign-ins the calls of an MCP server that signs each person in use
-STAMPED = frozenset({"config", "token", "iam", "agent", "mcp-tool"})
+#: for whose sign-ins the calls of an MCP server that signs each person in use; approvals also
+#: get the token's name and the face (approvals/audit.py: who decided, through what)
+STAMPED = frozenset({"config", "token", "iam", "agent", "mcp-tool", "approvals"})
 #: beside ``actor`` on mcp-tool requests: whether the caller may ``admin`` (an item signed in
 #: once for a whole workspace is signed in and out by an admin only)
 ADMIN_FIELD = "actor-admin"
@@ -280,11 +282,13 @@ class AccessPolicy:
         return await self.auth.identify_header(header, peer=request.remote)
 
     async def admit(self, caller: Identity | None, service: str, request: dict[str, Any],
-                    workspace: str) -> dict[str, Any]:
+                    workspace: str, *, route: str = "rest") -> dict[str, Any]:
         """``request`` as ``service`` gets it, if ``caller`` may send it: :class:`Forbidden`
         naming the capability or workspace it lacks, :class:`Revoked` for a token revoked
-        since. Config, token and iam requests get the caller's id as ``actor``, overwriting
-        whatever the client sent (the audit's "who")."""
+        since. The requests of :data:`STAMPED` services get the caller's id as ``actor``,
+        overwriting whatever the client sent (the audit's "who"); approvals requests also its
+        token's name and their face (``route``: ``rest`` or ``socket``, and the client's
+        ``via``)."""
         current = await self.auth.current(caller) if caller is not None else None
         if current is None:
             raise Revoked("this token is not valid (any more): it was revoked, or never was "
@@ -311,7 +315,10 @@ class AccessPolicy:
                                                 policy=self.mcp_addresses)
             except AddressRefused as e:
                 raise Forbidden(e.message) from None
-        if service in STAMPED:
+        if service == "approvals":
+            request = stamped(request, id=current.id, route=route,
+                              name=current.name if current.scoped else "")
+        elif service in STAMPED:
             request = {**request, ACTOR_FIELD: current.id}
         if service == "mcp-tool":
             request[ADMIN_FIELD] = current.may("admin")

@@ -12,7 +12,8 @@ config put of a secret or a stdio item     ``config:write`` and ``admin`` in the
 agent, agent-tools, agent-services,        ``agent`` in the workspace
 dialogs, prompt, text-completion
 prompt render of a draft ``template``      ``config:write`` in the workspace
-approvals (list, approve, deny, answer)    ``approve`` in the workspace
+approvals (list, watch, approve, deny,     ``approve`` in the workspace
+  answer)
 mcp-tool, tool-service                     ``tools:invoke`` in the workspace
 token (create, list, revoke)               ``admin`` (within its own scope, see
                                            :mod:`toolmesh.gateway.tokens`)

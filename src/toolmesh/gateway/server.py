@@ -487,7 +487,8 @@ class Gateway:
             try:
                 with self.quotas.in_flight(caller):
                     await self._forward(endpoint, request, workspace=workspace, flow=flow,
-                                        timeout=timeout, send=observed, caller=caller)
+                                        timeout=timeout, send=observed, caller=caller,
+                                        route=route)
             except ToolmeshError as e:
                 outcome = e.type
                 raise
@@ -504,9 +505,10 @@ class Gateway:
 
     async def _forward(self, endpoint: Endpoint, request: dict[str, Any], *, workspace: str,
                        flow: str | None, timeout: float, send: Send,
-                       caller: Identity | None) -> None:
+                       caller: Identity | None, route: str) -> None:
         # scoped tokens: the capability and workspace it needs, and who asks (for the audit)
-        request = await self.access.admit(caller, endpoint.name, request, workspace)
+        request = await self.access.admit(caller, endpoint.name, request, workspace,
+                                          route=route)
         flow = flow or DEFAULT_FLOW
         # Within this block every bus call made for the request ends before `timeout`.
         with deadline.handling(timeout):

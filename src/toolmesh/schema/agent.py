@@ -26,7 +26,7 @@ from toolmesh.errors import ServiceError
 from toolmesh.schema.json_object import json_object
 
 MessageType = Literal["thought", "tool-call", "observation", "answer", "error", "progress",
-                      "approval-request", "elicitation-request", "offer"]
+                      "approval-request", "elicitation-request", "approval-answer", "offer"]
 
 DEFAULT_USER = "trustgraph"
 

@@ -54,6 +54,11 @@ LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
            30.0, 60.0, 120.0, 300.0)
 #: steps (LLM turns) per dialog; the agent's default limit is 10
 STEPS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
+#: seconds a person takes to answer: a quick click to well past the default expiry (300 s)
+DECISION = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+#: the values of the approval metrics' labels (anything else is counted as ``other``)
+APPROVAL_KINDS = frozenset({"approval", "elicitation"})
+APPROVAL_FACES = frozenset({"workbench", "cli", "websocket", "rest", "mcp", "bus", "none"})
 
 
 class Tally:
@@ -213,6 +218,16 @@ bus_messages = Counts(
     "and event (published, consumed, redelivered: consumed again after a failure or a "
     "lost consumer, requeued: handed back by a handler, dropped: a handler failed on it)",
     ["queue", "event"])
+approvals_waiting = Gauge(
+    "toolmesh_approvals_waiting", "Calls of this process waiting for a person, by kind "
+    "(approval; elicitation: an MCP server's question)", ["kind"])
+approval_decisions = Counter(
+    "toolmesh_approval_decisions", "Answers to calls that waited for a person, by kind, "
+    "decision (approve, deny, expired; accept, decline, cancel) and face (workbench, cli, "
+    "websocket, rest, mcp, bus; none: expired)", ["kind", "decision", "face"])
+approval_seconds = Histogram(
+    "toolmesh_approval_decision_seconds", "Time from a call's request for a person to its "
+    "answer", ["kind", "decision"], buckets=DECISION)
 config_version = Gauge("toolmesh_config_version", "The newest config version this process "
                                                  "has seen")
 
@@ -322,6 +337,27 @@ def dialog_finished(*, outcome: str, steps: int, seconds: float) -> None:
         _child(dialogs_finished, _outcomes(outcome)).inc()
         dialog_steps.observe(steps)
         dialog_seconds.observe(seconds)
+
+
+def _one_of(value: str, allowed: frozenset[str]) -> str:
+    return value if value in allowed else "other"
+
+
+def approval_waiting(*, kind: str, change: int) -> None:
+    """A call of this process began (``change`` 1) or stopped (-1) waiting for a person."""
+    if _enabled:
+        _child(approvals_waiting, _one_of(kind, APPROVAL_KINDS)).inc(change)
+
+
+def approval_decided(*, kind: str, decision: str, face: str, seconds: float | None) -> None:
+    """A call that waited for a person was answered (``face``: through which face; ``none``
+    for an expiry), ``seconds`` after it was asked (``None``: not known)."""
+    if _enabled:
+        kind = _one_of(kind, APPROVAL_KINDS)
+        decision = _outcomes(decision)
+        _child(approval_decisions, kind, decision, _one_of(face, APPROVAL_FACES)).inc()
+        if seconds is not None:
+            _child(approval_seconds, kind, decision).observe(max(seconds, 0.0))
 
 
 class BusCounts:
