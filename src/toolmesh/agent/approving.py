@@ -12,7 +12,9 @@ the expiry they had, and takes the answers given meanwhile from its journal.
 
 Each wait is logged with the command that answers it, and each answer with who gave it
 (:mod:`toolmesh.approvals.audit`); the client is told the answer (``approval-answer``, with
-``by``), so one that still asks its person learns that someone else answered.
+``by``), so one that still asks its person learns that someone else answered. While a call
+waits for a person and nothing else of its dialog works, a stop of the agent does not wait for
+it (:mod:`toolmesh.rpc.parking`): the journal keeps the dialog for the restart.
 
 An MCP server's question during a call (elicitation) is recorded and told the same way, as an
 ``elicitation-request``; the server waits for the answer (:mod:`toolmesh.mcp.elicitation`).
@@ -38,6 +40,7 @@ from toolmesh.approvals.wire import (
     request_text,
     seconds_left,
 )
+from toolmesh.rpc import parking
 from toolmesh.schema.agent import message, new_message_id
 
 #: seconds a request waits for its answer before it is taken as denied
@@ -61,6 +64,15 @@ class DialogApprovals:
         self.timeout = timeout
         self._asked = dict(resumed.asked) if resumed is not None else {}
         self._answers = dict(resumed.answers) if resumed is not None else {}
+        #: calls of the dialog waiting for a person now
+        self._waiting = 0
+
+    async def recorded(self) -> None:
+        """A call's result was recorded: while another call waits for a person it is written
+        now, for a stop may let the dialog go while it waits (:mod:`toolmesh.rpc.parking`)."""
+        if self._waiting:
+            await self.journal.flush()
+
     async def permit(self, tool: Tool, arguments: Any, *, step: int, call: str) -> str | None:
         """``None`` when the call may run; else the observation that says why it does not."""
         if self.gate is None or not tool.needs_approval(self.default):
@@ -99,8 +111,10 @@ class DialogApprovals:
             await self.emit(message("approval-request", request_text(request),
                                     message_id=new_message_id(), approval=request))
             await self.gate.announce_asked(request)
+            await self.journal.flush()  # what came before is kept, whatever becomes of this
+            self._waiting += 1
             try:
-                with audit.waiting(request):
+                with audit.waiting(request), parking.for_a_person():
                     async with asyncio.timeout(seconds_left(request)):
                         answer = await future
             except TimeoutError:
@@ -109,6 +123,8 @@ class DialogApprovals:
                           "decision": EXPIRED, "at": iso(now())}
                 self.journal.answered(answer)
                 await self.gate.announce(answer)  # for those who watch what waits
+            finally:
+                self._waiting -= 1
             return await self._told(request, answer)
         finally:
             self.gate.forget(str(request["dialog"]), key)

@@ -60,6 +60,7 @@ from toolmesh.approvals import DEFAULT_POLICY, ApprovalGate, Policy
 from toolmesh.errors import RequestError
 from toolmesh.llm.coalesce import Coalescing
 from toolmesh.llm.usage import Usage, metering
+from toolmesh.rpc import parking
 from toolmesh.schema.agent import AgentRequest, message, new_message_id
 from toolmesh.telemetry import metrics, tracing
 
@@ -410,19 +411,26 @@ class AgentLoop:
                     f"{observation}\n\n(the same result as an earlier call of {call.name}.)"))
             return record(observation=observation, ok=outcome.ok)
 
+        # each call works until its result is recorded: a stop lets the dialog go at once
+        # only while every call not recorded waits for a person (rpc/parking.py)
+        working = [parking.hold() for _ in decision.calls]
         tasks = [asyncio.ensure_future(one(call)) for call in decision.calls]
         records = []
         try:
-            for task in tasks:
+            for task, done in zip(tasks, working):
                 record = await task
                 records.append(record)
                 if not (known and record.id in known):
                     journal.result(number, record, None)
+                await approvals.recorded()
+                done()
                 await emit(message("observation", record.observation,
                                    message_id=new_message_id()))
         finally:
             for task in tasks:
                 task.cancel()
+            for done in working:
+                done()
         for record in records:
             tool = offered.get(record.name)
             if record.ok and tool is not None and tool.info.state:

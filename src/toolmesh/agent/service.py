@@ -32,6 +32,7 @@ from toolmesh.agent.tool_calls import ToolCallsService
 from toolmesh.prompt import PromptClient
 from toolmesh.registry.registry import Registry
 from toolmesh.rpc import deadline
+from toolmesh.rpc.parking import Parked
 from toolmesh.rpc.service import Reply, Service, current_request_id
 from toolmesh.schema.agent import AgentRequest, message, new_message_id, parse_request
 
@@ -137,6 +138,8 @@ class AgentService(Service):
                                            id=id, gate=self.gate,
                                            **(tool_calls_queues or {}))
         self._taken_up: set[asyncio.Task[None]] = set()
+        #: those of them that wait only for a person: a stop lets them go at once
+        self._taken_up_parked = Parked()
         #: the ids of the journaled dialogs this process is running
         self._in_hand: set[str] = set()
 
@@ -166,6 +169,10 @@ class AgentService(Service):
             await self._take_up_unfinished(self.journal)
 
     async def stop(self) -> None:
+        # dialogs that only wait for a person go at once (their journal keeps them; they are
+        # taken up after the restart), those taken up as well as those asked for
+        self._taken_up_parked.let_go("AgentService (dialogs taken up)")
+        self._parked.let_go(type(self).__name__)
         if self._taken_up:  # drained like the requests in hand
             await asyncio.wait(self._taken_up, timeout=self.drain_timeout)
         for task in self._taken_up:
@@ -389,8 +396,13 @@ class AgentService(Service):
 
     async def _take_up(self, dialog: Dialog, reply: Reply) -> None:
         assert dialog.request is not None
+        task = asyncio.current_task()
+        assert task is not None
+        parking = self._taken_up_parked.enter(task)
         try:
             await self._dialog(dialog.request, reply, dialog.id, taking_up=True,
                                orphaned=self.abandon_unread)
         except Exception:  # a dialog of the past must not stop the agent from starting
             log.exception("dialog %s could not be taken up", dialog.id)
+        finally:
+            self._taken_up_parked.leave(parking)
