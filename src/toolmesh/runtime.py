@@ -60,6 +60,22 @@ class Part(Protocol):
     async def stop(self) -> None: ...
 
 
+#: how the start-up line names the parts that are not bus services
+PART_NAMES = {"Gateway": "the gateway", "MetricsServer": "the metrics endpoint"}
+
+
+def running(parts: Sequence[Part]) -> str:
+    """What runs, for the start-up line: the bus services serving (each logged its "serving"
+    line: a part may hold several, as the agent does), and the other parts by name."""
+    from toolmesh.rpc.service import Service  # here: a process that runs no service has none
+
+    count = Service.serving()
+    said = [f"{count} service{'' if count == 1 else 's'} serving"]
+    said += [PART_NAMES.get(type(p).__name__, type(p).__name__) for p in parts
+             if not isinstance(p, Service)]
+    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+
+
 async def serve(bus: Bus, services: Sequence[Part]) -> None:
     """Start ``services`` in order, run until SIGINT/SIGTERM, then stop them together and
     close ``bus``."""
@@ -69,7 +85,7 @@ async def serve(bus: Bus, services: Sequence[Part]) -> None:
             for service in services:
                 await service.start()
                 started.append(service)
-            log.info("ready: %d service(s) running; stop with Ctrl-C or SIGTERM", len(services))
+            log.info("ready: %s; stop with Ctrl-C or SIGTERM", running(started))
             sig = await signals.wait()
         log.info("received %s, shutting down", sig.name)
     finally:

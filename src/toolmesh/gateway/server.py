@@ -308,6 +308,8 @@ class Gateway:
                  " (bearer token required)" if self.auth.required else "")
         if self.options.workbench:
             log.info("the Workbench (web UI): %s%s", self.url, WORKBENCH_PATH.lstrip("/"))
+        log.info("MCP clients: %smcp (streamable HTTP; a client that starts a command: "
+                 "toolmesh mcp serve --stdio -u %s)", self.url, self.url)
         if self.access.allow_origins:
             log.info("web pages of these origins may call it: %s",
                      ", ".join(sorted(self.access.allow_origins)))

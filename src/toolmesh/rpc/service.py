@@ -150,6 +150,14 @@ class Service(ABC):
         self._span_attributes = {"messaging.destination.name": str(self.request_queue),
                                  "toolmesh.service": type(self).__name__}
 
+    #: the services of this process that serve their queues now (each said "serving")
+    _serving = 0
+
+    @classmethod
+    def serving(cls) -> int:
+        """How many services of this process are serving their request queues."""
+        return Service._serving
+
     @abstractmethod
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
         """Answer one request (a JSON object) by awaiting ``reply(response)`` one or more times."""
@@ -187,6 +195,7 @@ class Service(ABC):
         processors.consumer_started(self.request_queue.topic, self.subscription,
                                     kind=type(self).__name__)
         self._parked = Parked()  # started again: nothing is let go yet
+        Service._serving += 1
         log.info("%s serving %s -> %s", type(self).__name__, self.request_queue,
                  self.response_queue)
 
@@ -197,6 +206,7 @@ class Service(ABC):
         if sub is None:
             return
         processors.consumer_stopped(self.request_queue.topic, self.subscription)
+        Service._serving -= 1
         # closing stops deliveries, then waits for the handlers in flight
         closing = asyncio.create_task(sub.close())
         self._parked.let_go(type(self).__name__)
