@@ -67,6 +67,9 @@ ROUTES: dict[str, Route] = {
 }
 #: the routes that run tools only through the agent, which applies the approval policy itself
 THROUGH_THE_AGENT = frozenset({"agent"})
+#: the ``mcp-tool`` operations that call the tool; the others (describe, list-tools, the
+#: sign-ins) only ask the server about its tools, and wait for no one
+MCP_CALLS = frozenset({"", "invoke", "call"})
 
 
 def direct_digest(route: str, request: Mapping[str, Any]) -> str:
@@ -114,6 +117,9 @@ class CallApproval:
         spec = ROUTES.get(service)
         if spec is None:
             return request
+        operation = request.get("operation")
+        if service == "mcp-tool" and isinstance(operation, str) and operation not in MCP_CALLS:
+            return request  # no tool runs
         approved = request.get(APPROVED)
         if APPROVED in request:
             request = {k: v for k, v in request.items() if k != APPROVED}
