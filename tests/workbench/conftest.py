@@ -8,8 +8,9 @@ Fixtures:
 * ``mcp_server`` — an MCP server written with the ``mcp`` SDK (``tests/mcp/servers.py``),
   over streamable HTTP with the bearer token :data:`MCP_TOKEN`;
 * ``page`` — a fresh browser page (1280×800). Every response the page receives is kept in
-  ``page.responses`` (URL and body text) and every script error or CSP violation in
-  ``page.problems``; a test fails at teardown if the page had any.
+  ``page.responses`` (URL and body text) and every console error (a script error, a CSP
+  violation, a failed request the browser reports) in ``page.problems``; a test fails at
+  teardown if the page had any.
 
 :func:`sign_in` logs a page in with a token, as a user would.
 """
@@ -132,10 +133,10 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
             seen.responses.append((response.url, await response.text()))
 
     def console(message: Any) -> None:
-        text = message.text
-        # a 401 before sign-in is the page asking whether the gateway needs a token
-        if message.type == "error" and "401" not in text:
-            seen.problems.append(f"console: {text}")
+        # every error counts: a start without a token asks on the WebSocket, so even a
+        # sign-in logs no 401
+        if message.type == "error":
+            seen.problems.append(f"console: {message.text}")
 
     p.on("response", keep)
     p.on("console", console)

@@ -5,8 +5,10 @@ the joke service) in headless Chromium::
     python -m tests.workbench.screenshots docs/workbench
 
 writes ``tools.png``, ``tool-form.png``, ``mcp.png``, ``services.png``, ``prompts.png``,
-``agent.png`` and ``config.png`` there. The config is put through the API first, then a dialog
-is run on the Agent page, so every page has something to show.
+``agent.png``, ``approvals.png`` (and ``approvals-phone.png``, 390 px wide), ``mcp-clients.png``
+and ``config.png`` there. The config is put through the API first, then a dialog is run on
+the Agent page, and one through REST waits for a person, so every page has something to
+show.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ CONFIG: dict[tuple[str, str], Any] = {
             {"name": "days", "type": "integer", "description": "How many days ahead",
              "default": 1}]},
     ("tool", "summarise"): {
-        "type": "prompt", "name": "summarise", "template": "question",
+        "type": "prompt", "name": "summarise", "template": "question", "approval": "always",
         "description": "Answer a question from the model's own knowledge",
         "arguments": [{"name": "question", "type": "string", "description": "The question",
                        "required": True}]},
@@ -71,6 +73,13 @@ async def put(session: aiohttp.ClientSession, url: str, items: dict[tuple[str, s
         body = await r.json()
     if r.status != 200 or body.get("error"):
         raise SystemExit(f"cannot seed the config: {body}")
+
+
+async def call(session: aiohttp.ClientSession, url: str, path: str,
+               body: dict[str, Any]) -> dict[str, Any]:
+    async with session.post(url + path, json=body,
+                            headers={"Authorization": f"Bearer {TOKEN}"}) as r:
+        return await r.json()  # type: ignore[no-any-return]
 
 
 async def shoot(out: Path) -> None:
@@ -140,6 +149,35 @@ async def shoot(out: Path) -> None:
                 await page.screenshot(path=str(out / "agent.png"))
                 await page.set_viewport_size(VIEWPORT)
 
+                # a call that waits for a person: the joke tool now asks, and a dialog asked
+                # through REST (by someone else) waits
+                await put(session, served.url, {("tool", "tell-joke"): {
+                    **CONFIG[("tool", "tell-joke")], "approval": "always"}})
+                version = (await call(session, served.url, "api/v1/config",
+                                      {"operation": "config"}))["version"]
+                await call(session, served.url, "api/v1/flow/default/service/agent-tools",
+                           {"version": version})
+                llm.add('Thought: A joke about cats.\nAction: tell-joke\nArgs: {"topic": "cats"}',
+                        "Thought: They said no.\nFinal Answer: No joke today, then.")
+                asking = asyncio.create_task(call(
+                    session, served.url, "api/v1/flow/default/service/agent",
+                    {"question": "tell me a joke about cats", "group": ["fun"]}))
+                await visit("approvals", "Approvals", "approvals")
+                await page.get_by_role("region", name="Approval needed: tell-joke").wait_for()
+                await page.screenshot(path=str(out / "approvals.png"))
+                await page.set_viewport_size({"width": 390, "height": 844})
+                await page.screenshot(path=str(out / "approvals-phone.png"))
+                print(f"wrote {out / 'approvals-phone'}.png")
+                await page.set_viewport_size(VIEWPORT)
+                [request] = (await call(session, served.url,
+                                        "api/v1/flow/default/service/approvals",
+                                        {"operation": "list"}))["approvals"]
+                await call(session, served.url, "api/v1/flow/default/service/approvals",
+                           {"operation": "deny", "dialog": request["dialog"],
+                            "call": request["call"], "reason": "not at work"})
+                await asking
+
+                await visit("mcp-clients", "MCP clients", "mcp-clients")
                 await visit("config", "Config", "config")
                 await context.close()
 

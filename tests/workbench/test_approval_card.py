@@ -118,8 +118,7 @@ async def second_page(browser: Browser) -> AsyncIterator[Page]:
     p = await context.new_page()
     problems: list[str] = []
     p.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    p.on("console", lambda m: problems.append(f"console: {m.text}")
-         if m.type == "error" and "401" not in m.text else None)
+    p.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
     try:
         yield p
         assert not problems, problems
@@ -127,7 +126,7 @@ async def second_page(browser: Browser) -> AsyncIterator[Page]:
         await context.close()
 
 
-async def test_a_waiting_call_is_listed_on_the_dialogs_page_and_answered_there(
+async def test_a_waiting_call_is_listed_on_the_approvals_page_and_answered_there(
         page: Page, second_page: Page, workbench: Workbench) -> None:
     await add_asking_joke_tool(workbench)
     workbench.llm.add(ACT, DONE)
@@ -135,44 +134,52 @@ async def test_a_waiting_call_is_listed_on_the_dialogs_page_and_answered_there(
     in_chat = chat.get_by_role("region", name="Approval needed: tell-joke")
     await in_chat.wait_for()
 
-    # someone else, who was not in the chat, opens the Dialogs page
+    # someone else, who was not in the chat, opens the Approvals page
     other = second_page
-    await open_page(other, workbench, "dialogs")
+    await open_page(other, workbench, "approvals")
     waiting = other.get_by_role("region", name="Waiting for an answer")
     card = waiting.get_by_role("region", name="Approval needed: tell-joke")
     await card.wait_for()
     assert await waiting.get_by_role("region").count() == 1
     assert await shown_arguments(card) == {"topic": "food"}
-    # the dialog it belongs to is linked, and shows as running
+    await expect(other.locator("#waiting-count")).to_have_text("1 waiting")
+    # the dialog it belongs to is linked, and shows as waiting for a person
     dialogs = (await workbench.post("api/v1/flow/default/service/dialogs",
                                     {"operation": "list"}))["dialogs"]
     assert [d["status"] for d in dialogs] == ["running"]
     await card.get_by_role("link", name=dialogs[0]["id"]).wait_for()
 
     await card.get_by_role("button", name="Approve").click()
-    # the list is read again: nothing waits any more
+    # spent: it says what happened, and who decided through which face
+    await card.get_by_role("status").filter(has_text="Approved: the call runs.").wait_for()
+    await expect(card.locator(".decided")).to_contain_text("Decided by admin (workbench) at ")
+    assert "Expires" not in await card.text_content()
+    # nothing else waits: the count goes
     await waiting.get_by_text("No call waits for an answer in this workspace.").wait_for()
+    await expect(other.locator("#waiting-count")).to_be_hidden()
     await waiting.get_by_role("status").filter(
         has_text="tell-joke: Approved: the call runs.").wait_for()
 
-    # the dialog goes on in the chat: the joke service ran, the answer came
+    # the dialog goes on in the chat: the joke service ran, the answer came; the chat's card
+    # says who answered
     await chat.locator(".message.answer").filter(has_text=JOKE).wait_for()
     assert await chat.locator(".message.observation").text_content() == f"Observation{JOKE}"
-    # the chat's card no longer offers its buttons
-    await in_chat.get_by_role("status").filter(has_text="No longer waits").wait_for()
+    await in_chat.get_by_role("status").filter(has_text="Approved: the call runs.").wait_for()
+    await expect(in_chat.locator(".decided")).to_contain_text("by admin (workbench)")
     assert await in_chat.get_by_role("button", name="Approve").is_disabled()
     answered = await workbench.post("api/v1/flow/default/service/approvals",
                                     {"operation": "list"})
     assert answered["approvals"] == [], answered
 
-    # the dialog's steps show what was asked and decided
-    await other.get_by_role("button", name="Refresh").click()
+    # the dialog's steps show what was asked and who decided
+    await other.get_by_role("navigation", name="Workbench").get_by_role(
+        "link", name="Dialogs").click()
     await other.get_by_role("table", name="Recorded dialogs").get_by_role(
         "link", name="tell me a joke").click()
     steps = other.get_by_role("list", name="Steps")
     await steps.locator(".message.answer").wait_for()
-    assert "Decision approve" in await steps.text_content()
-
+    decision = steps.locator(".message.decision")
+    await expect(decision).to_contain_text("Decision approve — by admin (workbench), ")
 
 
 async def test_a_token_without_approve_sees_the_card_but_cannot_answer(
@@ -191,6 +198,8 @@ async def test_a_token_without_approve_sees_the_card_but_cannot_answer(
     await card.get_by_role("status").filter(has_text="lacks the 'approve' capability").wait_for()
     assert await shown_arguments(card) == {"topic": "food"}
     assert await card.get_by_role("button").count() == 0
+    # the parts a token without approve does not get are left out, not written as "null"
+    assert "null" not in await card.text_content()
     # nor does the Dialogs page list what waits; the call still waits for someone who may
     await page.get_by_role("navigation", name="Workbench").get_by_role("link", name="Dialogs").click()
     await page.get_by_role("table", name="Recorded dialogs").wait_for()

@@ -112,3 +112,15 @@ def test_the_html_has_no_inline_script_or_style() -> None:
         assert scripts and all("src=" in attrs and not body.strip() for attrs, body in scripts)
         assert re.search(r"\son[a-z]+\s*=", html) is None
         assert "<style" not in html and "style=" not in html
+
+
+#: the DOM's own ways to add children, which write a null as the text "null" (the "nullnull"
+#: of an approval card): every script adds children through js/dom.js's append/h instead
+NATIVE_APPEND = r"\.(append|prepend|before|after|replaceWith)\("
+
+
+def test_every_script_adds_children_through_the_one_helper() -> None:
+    for name, found in FILES.items():
+        if name.endswith(".js"):
+            text = found.body.decode()
+            assert re.search(NATIVE_APPEND, text) is None, f"{name} calls the DOM's append"

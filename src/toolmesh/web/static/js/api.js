@@ -94,6 +94,23 @@ export class Api {
 
   // -- who am I --------------------------------------------------------------------------
 
+  /**
+   * Whether the gateway takes this tab's token (or, with none, needs one): asked on the
+   * WebSocket, whose refusal is an `auth-failed` frame — a refused REST call would be a 401,
+   * which the browser logs as an error on every start without a token. Rejects with the
+   * ApiError of the refusal (type `auth-failed`, or the gateway's: `auth-throttled`...);
+   * resolves when the token is taken, or when no WebSocket can be opened at all (a proxy
+   * that passes no WebSocket: the next REST call then asks instead).
+   */
+  async authenticate() {
+    try {
+      await this._open();
+    } catch (e) {
+      if (e instanceof ApiError && e.type === "unreachable") return;
+      throw e;
+    }
+  }
+
   /** {id, name, workspace, roles: capabilities}: the token's own view of itself. */
   async whoami() {
     const data = await this.call("iam", { operation: "whoami" });
@@ -164,7 +181,9 @@ export class Api {
             ready = true;
             resolve(ws);
           } else if (frame.type === "auth-failed") {
-            reject(new ApiError("auth-failed", frame.message || frame.error?.message || "the token was refused"));
+            const said = typeof frame.error === "string" ? frame.error : frame.error?.message;
+            reject(new ApiError(String(frame["error-type"] || "auth-failed"),
+              String(frame.message || said || "the token was refused")));
             ws.close();
           }
           return;

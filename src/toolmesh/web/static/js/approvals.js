@@ -1,14 +1,18 @@
 // What waits for a person (docs/approvals.md): a call whose tool's policy asks, or an MCP
 // server's question during a call. Each is a card — the tool, the exact arguments or the
 // question, when it expires — with the buttons that answer it through the `approvals`
-// service. The chat answers on its own WebSocket (overSocket); the Dialogs page, which lists
-// what waits in the workspace, over REST (overRest). Text from the server is text only.
+// service. The chat answers on its own WebSocket (overSocket); the Approvals page, which lists
+// what waits in the workspace, over REST (overRest). Every answer says it comes from the
+// Workbench ("via"), and a spent card says what happened and who decided. Text from the
+// server is text only; optional parts go through dom.js's append, never written as "null".
 
-import { h, field, pretty, select, status, uid } from "./dom.js";
+import { append, h, field, joined, pretty, select, status, uid } from "./dom.js";
 import { openThroughGo, webAddress } from "./links.js";
 
 /** Errors after which the card cannot be answered any more (the others may be retried). */
 const FINAL = new Set(["not-found", "stale", "answered", "expired"]);
+/** The face every answer from here names: the gateway records it beside who answered. */
+const VIA = "workbench";
 
 /** Sends an `approvals` request on the api's WebSocket; resolves to its (last) response. */
 export function overSocket(api) {
@@ -24,15 +28,39 @@ export function overRest(api) {
   return (request) => api.call("approvals", request, { flow: api.flow });
 }
 
-/** "2026-12-06 03:00:00 UTC (in 4 min)" from an ISO time; the text itself if it is not one. */
+/** "Expires at 2026-12-06 03:00:00 UTC (in 4 min)" from an ISO time (a sentence that says
+ * it is not known, for anything else). */
 export function expiry(iso) {
   const when = new Date(typeof iso === "string" ? iso : NaN);
-  if (Number.isNaN(when.getTime())) return `Expires: ${iso ?? "not said"}`;
-  const text = `${when.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+  if (Number.isNaN(when.getTime())) return "When it expires is not said.";
+  const text = utc(iso);
   const seconds = Math.round((when.getTime() - Date.now()) / 1000);
   if (seconds <= 0) return `Expired at ${text}`;
   const left = seconds < 90 ? `${seconds} s` : `${Math.round(seconds / 60)} min`;
   return `Expires at ${text} (in ${left})`;
+}
+
+/** "2026-12-06 03:00:00 UTC" from an ISO time; "" for anything else. */
+export function utc(iso) {
+  const when = new Date(typeof iso === "string" ? iso : NaN);
+  return Number.isNaN(when.getTime()) ? "" : `${when.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+/** Who gave an answer, as the gateway recorded it (`by`: {id, name, face}): "Ada (workbench)",
+ * "tok-1 (cli)"; "" when the answer does not say. */
+export function answeredBy(by) {
+  if (!by || typeof by !== "object") return "";
+  const name = [by.name, by.id].find((v) => typeof v === "string" && v.trim());
+  const face = typeof by.face === "string" && by.face.trim() ? by.face.trim() : "";
+  if (!name) return face ? `someone (${face})` : "";
+  return face ? `${name.trim()} (${face})` : name.trim();
+}
+
+/** "Decided by Ada (workbench) at 2026-12-06 03:00:00 UTC", with the parts the answer has. */
+export function decidedText(answer) {
+  const who = answeredBy(answer?.by);
+  const at = utc(answer?.at);
+  return joined(" ", "Decided", who && `by ${who}`, at && `at ${at}`).join("") + ".";
 }
 
 /** What a recorded answer says, for a person: "approved", "denied: reason", "accepted"... */
@@ -50,14 +78,20 @@ export function outcomeText(answer) {
   }
 }
 
+/** The status kind an answer is shown with: "ok" when the call goes on as asked. */
+function outcomeKind(answer) {
+  return ["approve", "accept"].includes(answer?.decision) ? "ok" : "";
+}
+
 /**
  * The card of one request (an approval or an elicitation, as `approval-request` /
  * `elicitation-request` carry it or `approvals list` lists it).
  * send(body) → promise of the service's response (overSocket / overRest);
  * canAnswer: the token has `approve` (else the card says why it has no buttons);
- * onSettled(text, kind, gone): after an answer or a final error (the Dialogs page refreshes);
+ * onSettled(text, kind, gone): after an answer or a final error (the list is read again);
  * gone: the request no longer waits (answered, here or before, or expired).
- * card.settle(text): the request no longer waits (its dialog ended): buttons go.
+ * card.settle(text): the request no longer waits (its dialog ended): buttons go;
+ * card.told(answer): it was answered, as `answer` says (what, by whom, when).
  */
 export function requestCard(request, { send, canAnswer = true, onSettled = () => {},
   detail = null } = {}) {
@@ -72,22 +106,37 @@ export function requestCard(request, { send, canAnswer = true, onSettled = () =>
   card.answered = false;
   const controls = [];
 
-  const settle = (text, kind = "") => {
+  // replaced once the request no longer waits: a spent card says what happened, not when
+  // it would have expired
+  const expires = h("p", { class: "expires muted" }, expiry(request?.expires));
+  const settle = (text, kind = "", after = "") => {
     card.answered = true;
     for (const c of controls) c.disabled = true;
     note.set(text, kind);
     card.classList.add("settled");
+    if (after) {
+      expires.textContent = after;
+      expires.className = "decided muted";
+    } else {
+      expires.remove();
+    }
   };
   card.settle = (text) => { if (!card.answered) settle(text); };
+  /** The request was answered (here or elsewhere: its dialog says so), as `answer` has it. */
+  card.told = (answer) => {
+    if (!card.answered) settle(outcomeText(answer), outcomeKind(answer), decidedText(answer));
+  };
 
   /** Sends body; shows the outcome or the error. */
   const answer = async (body) => {
     for (const c of controls) c.disabled = true;
     note.set("Sending the answer…", "busy");
     let response;
+    card.sending = true;  // the list may hear of the answer before this card does
     try {
-      response = await send({ ...body, dialog: request.dialog, call: request.call });
+      response = await send({ ...body, dialog: request.dialog, call: request.call, via: VIA });
     } catch (e) {
+      card.sending = false;
       const final = FINAL.has(e.type);
       const text = `Not answered (${e.type}): ${e.message}`;
       if (final) settle(text, "error");
@@ -99,24 +148,22 @@ export function requestCard(request, { send, canAnswer = true, onSettled = () =>
       if (final) onSettled(`${tool}: ${text}`, "error", e.type !== "stale");
       return;
     }
+    card.sending = false;
     const text = outcomeText(response.answer);
-    const kind = ["approve", "accept"].includes(response.answer?.decision) ? "ok" : "";
-    settle(text, kind);
+    const kind = outcomeKind(response.answer);
+    settle(text, kind, decidedText(response.answer));
     onSettled(`${tool}: ${text}`, kind, true);
   };
 
-  if (detail) card.append(detail);
-  if (elicitation) {
-    card.append(...elicitationBody(request, answer, controls, canAnswer));
-  } else {
-    card.append(...approvalBody(request, tool, answer, controls, canAnswer));
-  }
-  card.append(h("p", { class: "expires muted" }, expiry(request?.expires)));
+  append(card, detail,
+    elicitation ? elicitationBody(request, answer, controls, canAnswer)
+      : approvalBody(request, tool, answer, controls, canAnswer),
+    expires);
   if (!canAnswer) {
     for (const c of controls) c.disabled = true;
     note.set("This token cannot answer: it lacks the 'approve' capability.", "error");
   }
-  card.append(note);
+  append(card, note);
   return card;
 }
 
@@ -180,7 +227,7 @@ function elicitationBody(request, answer, controls, canAnswer) {
       answer({ operation: "answer", action: "accept", content: formValues(inputs) });
     } }, inputs.map((i) => i.wrapper));
   const accept = h("button", { type: "submit", class: "primary" }, "Accept");
-  form.append(canAnswer ? h("div", { class: "toolbar" }, accept, decline, cancel) : null);
+  append(form, canAnswer ? h("div", { class: "toolbar" }, accept, decline, cancel) : null);
   controls.push(accept, decline, cancel, ...inputs.flatMap((i) => i.controls));
   return [h("p", { class: "question" }, message), form];
 }

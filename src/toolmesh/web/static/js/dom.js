@@ -33,11 +33,26 @@ export function h(tag, props = {}, ...children) {
   return el;
 }
 
-/** Append children (see h) to el. */
-export function append(el, children) {
-  for (const child of children.flat(Infinity)) {
-    if (child === null || child === undefined || child === false) continue;
-    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+/**
+ * The parts that are there: null, undefined, false and "" are left out, arrays flattened.
+ * Every optional part of a card or a row goes through this (h() and append() use it): the
+ * DOM's own Element.append writes a null as the text "null", so no script calls it directly.
+ */
+export function present(...parts) {
+  return parts.flat(Infinity).filter((p) => p !== null && p !== undefined && p !== false && p !== "");
+}
+
+/** The parts that are there (see present), with `separator` between them: a phrase of
+ * optional pieces, e.g. joined(", ", dialogLink, step && `step ${step}`). */
+export function joined(separator, ...parts) {
+  return present(...parts).flatMap((p, i) => (i ? [separator, p] : [p]));
+}
+
+/** Append children (see h) to el: text as text nodes; the missing ones (see present) left out. */
+export function append(el, ...children) {
+  for (const child of present(children)) {
+    // the DOM's own append: only ever given a node here
+    el.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return el;
 }
@@ -46,6 +61,12 @@ export function append(el, children) {
 export function replace(el, ...children) {
   el.replaceChildren();
   return append(el, children);
+}
+
+/** A table that scrolls sideways inside its card when the screen is narrower than it (the
+ * page itself never does). */
+export function scroller(table) {
+  return h("div", { class: "table-scroll" }, table);
 }
 
 let ids = 0;
@@ -137,6 +158,6 @@ export function confirmDelete({ key, question, remove, note, done }) {
     replace(holder, h("span", {}, question), yes, " ", no);
     yes.focus();
   } }, "Delete");
-  holder.append(ask);
+  append(holder, ask);
   return holder;
 }

@@ -1,9 +1,12 @@
 // The Workbench's shell: sign-in, the workspace, the navigation and the page router.
 // Each page is a module in pages/ exporting `render(ctx)` → an element (or a promise of one);
-// ctx = {api, session, navigate}. Pages are loaded when first visited.
+// ctx = {api, session, navigate, waiting, signal}: `waiting` is the workspace's list of what
+// waits for a person (js/waiting.js); `signal` aborts when the user moves to another page
+// (listeners a page adds with it go then). Pages are loaded when first visited.
 
 import { Api, ApiError } from "./api.js";
 import { h, field, replace, select, status } from "./dom.js";
+import { Waiting } from "./waiting.js";
 
 export const PAGES = [
   { route: "tools", title: "Tools", module: "./pages/tools.js" },
@@ -11,7 +14,9 @@ export const PAGES = [
   { route: "services", title: "Tool services", module: "./pages/services.js" },
   { route: "prompts", title: "Prompts", module: "./pages/prompts.js" },
   { route: "agent", title: "Agent", module: "./pages/agent.js" },
+  { route: "approvals", title: "Approvals", module: "./pages/approvals.js" },
   { route: "dialogs", title: "Dialogs", module: "./pages/dialogs.js" },
+  { route: "mcp-clients", title: "MCP clients", module: "./pages/mcp-clients.js" },
   { route: "config", title: "Config", module: "./pages/config.js" },
 ];
 
@@ -35,8 +40,11 @@ export class Session {
 }
 
 const api = new Api();
+const waiting = new Waiting(api);
 const root = document.getElementById("app");
 let session = null;
+/** Aborts at sign-out: the shell's listeners go with it. */
+let signedIn = new AbortController();
 
 function signIn(message = "") {
   const token = h("input", { type: "password", name: "token", autocomplete: "current-password",
@@ -54,8 +62,7 @@ function signIn(message = "") {
         await start();
       } catch (e) {
         api.setToken("");
-        note.set(e instanceof ApiError && (e.status === 401 || e.type === "auth-failed")
-          ? "That token was refused." : `Cannot sign in: ${e.message}`, "error");
+        note.set(refusal(e) || `Cannot sign in: ${e.message}`, "error");
         token.focus();
       }
     } },
@@ -70,7 +77,17 @@ function signIn(message = "") {
   token.focus();
 }
 
+/** What to tell a person whose token the gateway refused; "" for any other failure. */
+function refusal(e) {
+  if (!(e instanceof ApiError)) return "";
+  if (e.type === "auth-failed" || e.status === 401) return "That token was refused.";
+  if (e.type.startsWith("auth-") || e.type === "too-many-connections") return e.message;
+  return "";
+}
+
 async function start() {
+  // first on the WebSocket: a token refused there is a frame, not a 401 in the console
+  await api.authenticate();
   const user = await api.whoami();
   session = new Session(user);
   let workspaces = [api.workspace];
@@ -84,22 +101,29 @@ async function start() {
   }
   shell(workspaces);
   window.addEventListener("hashchange", show);
+  waiting.start(session.can("approve"));
   await show();
 }
 
 function shell(workspaces) {
+  signedIn.abort();
+  signedIn = new AbortController();
   const workspace = select(workspaces, { value: api.workspace, id: "workspace" });
   workspace.addEventListener("change", () => {
     api.setWorkspace(workspace.value);
+    waiting.reset();
     show();
   });
   const nav = h("nav", { "aria-label": "Workbench" }, h("ul", {},
-    PAGES.map((p) => h("li", {}, h("a", { href: `#/${p.route}`, dataset: { route: p.route } }, p.title)))));
+    PAGES.map((p) => h("li", {}, h("a", { href: `#/${p.route}`, dataset: { route: p.route } }, p.title),
+      p.route === "approvals" ? waitingCount() : null))));
   const who = h("span", { class: "who", title: session.user.name || "" },
     session.user.id, session.canWrite ? "" : " (read-only)");
   const signOut = h("button", { type: "button", onclick: () => {
     api.setToken("");
     window.removeEventListener("hashchange", show);
+    waiting.stop();
+    leave?.abort();
     signIn();
   } }, "Sign out");
   replace(root,
@@ -111,12 +135,34 @@ function shell(workspaces) {
     h("main", { id: "page", tabindex: "-1" }));
 }
 
+/** The count beside "Approvals": how many calls wait for an answer (hidden when none). */
+function waitingCount() {
+  const number = h("span", {});
+  const count = h("span", { class: "nav-count", id: "waiting-count", "aria-live": "polite",
+    hidden: true }, number, h("span", { class: "visually-hidden" }, " waiting"));
+  const update = () => {
+    number.textContent = String(waiting.count);
+    count.hidden = waiting.count === 0;
+    const one = waiting.count === 1;
+    count.title = `${waiting.count} call${one ? "" : "s"} wait${one ? "s" : ""} for an answer`;
+  };
+  waiting.addEventListener("change", update, { signal: signedIn.signal });
+  update();
+  return count;
+}
+
 // Each navigation's number: a page whose data comes back after the user has moved on must
 // not replace the page they moved to.
 let shown = 0;
+/** Aborts when the page shown is left (ctx.signal). */
+let leave = null;
 
 async function show() {
   const mine = ++shown;
+  leave?.abort();
+  leave = new AbortController();
+  const signal = leave.signal;
+  waiting.refresh();  // a sign of life: a watch lost is taken up again (js/waiting.js)
   const route = (location.hash.replace(/^#\/?/, "").split("/")[0]) || "tools";
   const page = PAGES.find((p) => p.route === route) || PAGES[0];
   for (const link of document.querySelectorAll("nav a")) {
@@ -128,13 +174,14 @@ async function show() {
   replace(main, status("Loading…", "busy"));
   try {
     const module = await import(page.module);
-    const ctx = { api, session, navigate: (r) => { location.hash = `#/${r}`; } };
+    const ctx = { api, session, waiting, signal, navigate: (r) => { location.hash = `#/${r}`; } };
     const content = await module.render(ctx);
     if (mine === shown && document.getElementById("page") === main) replace(main, content);
   } catch (e) {
     if (mine !== shown) return;  // a failure of a page nobody is looking at any more
     if (e instanceof ApiError && e.status === 401) {
       api.setToken("");
+      waiting.stop();
       signIn("The token is no longer accepted; sign in again.");
       return;
     }
@@ -145,7 +192,9 @@ async function show() {
 (async () => {
   try {
     await start();  // a token from this tab's session, or a gateway without a token
-  } catch {
-    signIn(api.token ? "The saved token is no longer accepted; sign in again." : "");
+  } catch (e) {
+    if (!refusal(e)) signIn(`Cannot reach the gateway: ${e.message}`);
+    else if (api.token) signIn("The saved token is no longer accepted; sign in again.");
+    else signIn();  // the gateway needs a token: the form asks for it
   }
 })();

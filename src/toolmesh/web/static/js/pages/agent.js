@@ -6,7 +6,7 @@
 // answered on the chat's own WebSocket (../approvals.js).
 
 import { overSocket, requestCard } from "../approvals.js";
-import { h, field, pretty, replace, status } from "../dom.js";
+import { append, h, field, pretty, replace, status } from "../dom.js";
 
 const LABELS = {
   question: "Question", thought: "Thought", action: "Action", observation: "Observation",
@@ -14,6 +14,8 @@ const LABELS = {
 };
 /** The messages that wait for a person, and the field that carries their request. */
 const REQUESTS = { "approval-request": "approval", "elicitation-request": "elicitation" };
+/** The message that tells the dialog's client a request was answered (here or elsewhere). */
+const ANSWERED = "approval-answer";
 
 function isObject(value) {
   return value !== null && typeof value === "object" && !Array.isArray(value);
@@ -40,7 +42,7 @@ function messageEl(kind, ...body) {
   const el = h("div", { class: ["message", kind === "progress" ? "observation" : kind] },
     h("span", { class: "kind" }, LABELS[kind] || kind));
   const text = h("span", { class: "text" }, ...body);
-  el.append(text);
+  append(el, text);
   el.text = text;
   return el;
 }
@@ -91,14 +93,23 @@ export function describeUsage(last) {
  * message_id, until end_of_message) are appended to it as they arrive. */
 class Dialog {
   /** cards: the options of the cards of requests (see requestCard); onRequest(): a request
-   * came (the dialog waits for a person). */
-  constructor(transcript, { cards = {}, onRequest = () => {} } = {}) {
+   * came (the dialog waits for a person); onAnswered(request): one was answered here. */
+  constructor(transcript, { cards = {}, onRequest = () => {}, onAnswered = () => {} } = {}) {
     this.transcript = transcript;
     this.open = new Map();  // message_id -> element still receiving chunks
     this.last = null;
     this.cards = cards;
     this.onRequest = onRequest;
+    this.onAnswered = onAnswered;
     this.requests = [];  // the cards shown, answered or not
+  }
+
+  /** The card of a request, its answers told to onAnswered. */
+  card(request) {
+    return requestCard(request, { ...this.cards, onSettled: (text, kind, gone) => {
+      this.cards.onSettled?.(text, kind, gone);
+      if (gone) this.onAnswered(request);
+    } });
   }
 
   /** The dialog is over: a request not answered here no longer waits. */
@@ -109,7 +120,7 @@ class Dialog {
   }
 
   add(el) {
-    this.transcript.append(el);
+    append(this.transcript, el);
     el.scrollIntoView({ block: "nearest" });
     return el;
   }
@@ -122,8 +133,12 @@ class Dialog {
     } else if (kind === "offer") {
       this.add(offerEl(response));
     } else if (Object.hasOwn(REQUESTS, kind) && isObject(response[REQUESTS[kind]])) {
-      this.requests.push(this.add(requestCard(response[REQUESTS[kind]], this.cards)));
+      this.requests.push(this.add(this.card(response[REQUESTS[kind]])));
       this.onRequest();
+    } else if (kind === ANSWERED && isObject(response.answer)) {
+      // answered: by this tab, or by someone else, whose answer the card now shows
+      const call = String(response.answer.call ?? "");
+      for (const card of this.requests) if (card.dataset.call === call) card.told(response.answer);
     } else if (kind in LABELS) {
       const content = typeof response.content === "string" ? response.content : "";
       let el = id ? this.open.get(id) : null;
@@ -131,7 +146,7 @@ class Dialog {
         el = this.add(messageEl(kind));
         if (id) this.open.set(id, el);
       }
-      if (el) el.text.append(content);
+      if (el) append(el.text, content);
       if (response.end_of_message !== false && id) this.open.delete(id);
     }
     // other types (toolmesh may add some) are skipped, as TrustGraph's clients skip them
@@ -143,7 +158,7 @@ class Dialog {
   }
 }
 
-export async function render({ api, session }) {
+export async function render({ api, session, waiting }) {
   const allowed = session.can("agent");
   const groups = await knownGroups(api, session);
   const question = h("textarea", { name: "question", rows: 3, required: true, disabled: !allowed,
@@ -169,7 +184,11 @@ export async function render({ api, session }) {
     const dialog = new Dialog(transcript, {
       cards: { send: overSocket(api), canAnswer: session.can("approve"),
         onSettled: () => { if (running) note.set("The agent is working…", "busy"); } },
-      onRequest: () => note.set("The agent waits for an answer…", "busy"),
+      onRequest: () => {
+        note.set("The agent waits for an answer…", "busy");
+        waiting.refresh();  // read again unless the gateway pushes it (js/waiting.js)
+      },
+      onAnswered: (r) => waiting.answered(r),
     });
     dialog.add(messageEl("question", text));
     question.value = "";
@@ -186,6 +205,7 @@ export async function render({ api, session }) {
     } finally {
       running = false;
       dialog.close();
+      waiting.refresh();
       send.disabled = false;
       question.focus();
     }

@@ -5,7 +5,7 @@
 // Schema keyword a stored argument carries (default, items, minimum...) is kept as it was:
 // the editor does not show those, and must not lose them.
 
-import { h, replace, uid } from "../dom.js";
+import { append, h, replace, scroller, uid } from "../dom.js";
 
 /** JSON Schema type names an argument may declare (tool_arguments.ARGUMENT_TYPES). */
 export const ARGUMENT_TYPES = ["string", "number", "integer", "boolean", "object", "array"];
@@ -58,7 +58,7 @@ export function argumentEditor(args, { locked = false } = {}) {
   };
   const add = (raw = {}) => {
     const row = argumentRow(raw, locked, actions);
-    body.append(row);
+    append(body, row);
     renumber();
     return row;
   };
@@ -70,10 +70,10 @@ export function argumentEditor(args, { locked = false } = {}) {
     el: h("fieldset", { class: "arguments", dataset: { field: "arguments" } },
       h("legend", {}, "Arguments"),
       h("p", { class: "hint" }, "What the LLM passes when it calls the tool. " + ENUM_HINT),
-      h("table", {},
+      scroller(h("table", {},
         h("thead", {}, h("tr", {}, ["Name", "Type", "Description", "Required", "Allowed values", ""]
           .map((t) => h("th", { scope: "col" }, t)))),
-        body),
+        body)),
       empty, addButton, formError),
     /** How many rows the editor has (empty ones too). */
     count: () => body.children.length,

@@ -3,7 +3,7 @@
 // config service validates the whole put and stores all of it or nothing.
 
 import { fieldOfError } from "../api.js";
-import { h, field, pretty, replace, status } from "../dom.js";
+import { append, h, field, pretty, status } from "../dom.js";
 
 /** The items of an import: [{type, key, value}], or an Error saying what is wrong. */
 export function itemsOf(text) {
@@ -33,7 +33,7 @@ export function itemsOf(text) {
 function download(name, text) {
   const url = URL.createObjectURL(new Blob([text], { type: "application/json" }));
   const link = h("a", { href: url, download: name, hidden: true });
-  document.body.append(link);
+  append(document.body, link);
   link.click();
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
@@ -42,12 +42,12 @@ function download(name, text) {
 export async function render({ api, session }) {
   const page = h("div", { class: "config" }, h("h1", {}, "Config"));
   if (!session.can("config:read")) {
-    page.append(h("p", { class: "read-only-note" },
+    append(page, h("p", { class: "read-only-note" },
       "This token cannot read the configuration: it lacks the 'config:read' capability."));
     return page;
   }
   if (!session.canWrite) {
-    page.append(h("p", { class: "read-only-note" },
+    append(page, h("p", { class: "read-only-note" },
       "This token can only read the configuration: export only, no import."));
   }
   const view = h("pre", { "aria-label": "Workspace config", tabindex: "0" });
@@ -77,7 +77,7 @@ export async function render({ api, session }) {
     }
   };
 
-  page.append(h("section", { class: "panel", "aria-labelledby": "raw-title" },
+  append(page, h("section", { class: "panel", "aria-labelledby": "raw-title" },
     h("div", { class: "toolbar" },
       h("h2", { id: "raw-title" }, "Raw config"),
       h("span", { class: "spacer" }),
@@ -89,7 +89,7 @@ export async function render({ api, session }) {
       + "page shows them)."),
     note,
     view));
-  if (session.canWrite) page.append(importPanel(api, reload));
+  if (session.canWrite) append(page, importPanel(api, reload));
   return page;
 }
 

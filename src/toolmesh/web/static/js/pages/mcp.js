@@ -8,7 +8,8 @@
 // value in), the typed text for a new one, or no token at all when the user removes it.
 
 import { fieldOfError } from "../api.js";
-import { checkbox, confirmDelete, field, h, pretty, replace, select, status } from "../dom.js";
+import { append, checkbox, confirmDelete, field, h, pretty, replace, scroller, select, status } from "../dom.js";
+import { hintsBadge, policyBadge, policyField, policyOf } from "../policy.js";
 import { go, subRoute } from "../route.js";
 import { oauthPer, signIns } from "./mcp-signin.js";
 
@@ -86,14 +87,15 @@ function list(items, current, signIn) {
       h("td", {}, h("code", {}, where(v)), envSummary(v)),
       h("td", {}, v["remote-name"] || key),
       h("td", {}, token),
+      h("td", {}, policyBadge(policyOf(v), { otherwise: "default (or the tool's hints)" })),
       signIn.any ? h("td", {}, signIn.cell(key, v)) : null);
   });
-  const columns = ["Key", "Transport", "Server", "Remote tool", "Token",
+  const columns = ["Key", "Transport", "Server", "Remote tool", "Token", "Approval",
     signIn.any ? "Sign-in" : null].filter(Boolean);
   return h("section", { class: "panel", "aria-label": "Configured MCP servers" },
-    h("table", {},
+    scroller(h("table", {},
       h("thead", {}, h("tr", {}, columns.map((t) => h("th", { scope: "col" }, t)))),
-      h("tbody", {}, rows)));
+      h("tbody", {}, rows))));
 }
 
 // -- the form --------------------------------------------------------------------------------
@@ -129,6 +131,7 @@ function form(ctx, items, item, note) {
         + "only the commands its stdio allow-list names." }),
     args: field("Arguments", h("textarea", { name: "args", class: "code", rows: 3,
       readonly: locked, spellcheck: "false" }), { name: "args", hint: "One per line." }),
+    approval: policyField(original, { locked, what: "server" }),
   };
   fields.args.control.value = (original.args || []).join("\n");
   const removeToken = storedToken && !locked
@@ -178,7 +181,7 @@ function form(ctx, items, item, note) {
     h("h2", { id: "mcp-form-title" }, title),
     h("form", { novalidate: true, onsubmit: (event) => { event.preventDefault(); save(); } },
       fields.key, fields.transport, httpPart, stdioPart, fields.remote, fields.sampling,
-      buttons, note),
+      fields.approval, buttons, note),
     tester);
 }
 
@@ -214,6 +217,7 @@ function build(original, fields, removeToken, env, storedToken) {
   else delete value["remote-name"];
   if (fields.sampling.control.checked) value.sampling = true;
   else if ("sampling" in value) value.sampling = false;
+  fields.approval.write(value);
   return value;
 }
 
@@ -265,7 +269,7 @@ function envEditor(stored, locked) {
       h("td", {}, locked ? null : h("button", { type: "button", onclick: () => row.remove() },
         `Remove variable ${n}`)));
     Object.assign(row, { nameInput, valueInput, stored: isStored, storedName: name });
-    rows.append(row);
+    append(rows, row);
     return row;
   };
   for (const name of Object.keys(stored)) addRow(name, true);
@@ -273,8 +277,8 @@ function envEditor(stored, locked) {
     h("legend", {}, "Environment"),
     h("p", { class: "hint" }, "Values are secrets: stored ones are never shown; leave a value "
       + "empty to keep it."),
-    h("table", {}, h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Name"),
-      h("th", { scope: "col" }, "Value"), h("th", {}, ""))), rows),
+    scroller(h("table", {}, h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Name"),
+      h("th", { scope: "col" }, "Value"), h("th", {}, ""))), rows)),
     locked ? null : h("button", { type: "button", onclick: () => addRow().nameInput.focus() },
       "Add variable"),
     error);
@@ -359,11 +363,12 @@ function toolsTable(tools, remote) {
     h("td", {}, h("code", {}, String(t.name)),
       t.name === remote ? [" ", h("span", { class: "badge ok" }, "this item's tool")] : null),
     h("td", {}, t.description ? String(t.description) : h("span", { class: "muted" }, "no description")),
-    h("td", {}, argumentList(t.inputSchema))));
-  return h("table", { "aria-label": "Tools on the server" },
-    h("thead", {}, h("tr", {}, ["Tool", "Description", "Arguments"]
+    h("td", {}, argumentList(t.inputSchema)),
+    h("td", {}, hintsBadge(t.annotations))));
+  return scroller(h("table", { "aria-label": "Tools on the server" },
+    h("thead", {}, h("tr", {}, ["Tool", "Description", "Arguments", "Approval hint"]
       .map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, rows));
+    h("tbody", {}, rows)));
 }
 
 function argumentList(schema) {

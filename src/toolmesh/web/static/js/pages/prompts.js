@@ -5,7 +5,7 @@
 // type `prompt` include the shipped templates, so a fresh workspace lists them too.
 
 import { ApiError, fieldOfError } from "../api.js";
-import { h, field, pretty, replace, select, status } from "../dom.js";
+import { append, h, field, pretty, replace, scroller, select, status } from "../dom.js";
 
 const TYPE = "prompt";
 const SYSTEM_KEY = "system";
@@ -64,7 +64,7 @@ export async function render({ api, session }) {
 
   const page = h("div", { class: "prompts" }, h("h1", {}, "Prompts"));
   if (!session.canWrite) {
-    page.append(h("p", { class: "read-only-note" },
+    append(page, h("p", { class: "read-only-note" },
       "This token can only read the configuration: templates are shown read-only.",
       session.can("agent") ? " Preview renders the stored template." : ""));
   }
@@ -72,7 +72,7 @@ export async function render({ api, session }) {
     : templates.find((t) => t.id === selected) || null;
   const editing = selected === NEW && session.canWrite ? { id: "", key: "", value: {}, fresh: true }
     : current;
-  page.append(h("div", { class: "columns" },
+  append(page, h("div", { class: "columns" },
     h("div", {},
       listPanel(templates, editing, session),
       systemPanel(api, session, systemText)),
@@ -97,8 +97,8 @@ function listPanel(templates, editing, session) {
       session.canWrite ? h("button", { type: "button",
         onclick: () => { location.hash = `#/prompts/${NEW}`; } }, "New template") : null),
     templates.length
-      ? h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Id"), h("th", {}, "Response"))),
-        h("tbody", {}, rows))
+      ? scroller(h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Id"), h("th", {}, "Response"))),
+        h("tbody", {}, rows)))
       : h("p", { class: "muted" }, "No templates."));
 }
 

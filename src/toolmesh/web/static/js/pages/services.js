@@ -7,7 +7,7 @@
 // page shows where each row comes from, and "Configure" turns an announced one into config.
 
 import { fieldOfError } from "../api.js";
-import { checkbox, confirmDelete, field, h, pretty, replace, select, status } from "../dom.js";
+import { append, checkbox, confirmDelete, field, h, pretty, replace, scroller, select, status } from "../dom.js";
 import { go, subRoute } from "../route.js";
 
 const TYPE = "tool-service";
@@ -95,10 +95,10 @@ function serviceTable(services, live, current, invoke) {
         `Try ${s.id}`)] : null)));
   return h("section", { class: "panel", "aria-labelledby": "services-title" },
     h("h2", { id: "services-title" }, "Services"), liveNote,
-    h("table", { "aria-labelledby": "services-title" },
+    scroller(h("table", { "aria-labelledby": "services-title" },
       h("thead", {}, h("tr", {}, ["Service", "Source", "Live", "Request queue", "Tools",
         "Instances", ""].map((t) => h("th", { scope: "col" }, t)))),
-      h("tbody", {}, rows)));
+      h("tbody", {}, rows))));
 }
 
 function sources(s) {
@@ -276,7 +276,7 @@ function paramsEditor(initial, locked) {
       if (text) nameInput.setAttribute("aria-invalid", "true");
       else nameInput.removeAttribute("aria-invalid");
     };
-    rows.append(row);
+    append(rows, row);
     return row;
   };
   initial.forEach((p) => addRow(p && typeof p === "object" ? p : {}));
@@ -284,8 +284,8 @@ function paramsEditor(initial, locked) {
     h("legend", {}, "Config params"),
     h("p", { class: "hint" }, "Values each tool item of this service carries and every call "
       + "sends in its config."),
-    h("table", {}, h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Name"),
-      h("th", { scope: "col" }, "Required"), h("th", {}, ""))), rows),
+    scroller(h("table", {}, h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Name"),
+      h("th", { scope: "col" }, "Required"), h("th", {}, ""))), rows)),
     locked ? null : h("button", { type: "button", onclick: () => addRow().nameInput.focus() },
       "Add config param"),
     error);
@@ -418,7 +418,7 @@ async function invokePanel(ctx, services) {
           { flow: api.flow, onResponse: (r) => mcpResponse(r, result, progress) });
       } else {
         await api.stream("tool-service", { id: target.control.value, config: configValue, arguments: values },
-          { flow: api.flow, onResponse: (r) => { if (typeof r.response === "string") result.append(r.response); } });
+          { flow: api.flow, onResponse: (r) => { if (typeof r.response === "string") append(result, r.response); } });
       }
       note.set("Done.", "ok");
     } catch (e) {
@@ -477,7 +477,7 @@ function mcpResponse(r, result, progress) {
     const p = r.progress;
     const amount = p.total ? `${p.progress}/${p.total}` : `${p.progress}`;
     progress.hidden = false;
-    progress.append(h("li", {}, `progress ${amount}`, p.message ? `: ${p.message}` : ""));
+    append(progress, h("li", {}, `progress ${amount}`, p.message ? `: ${p.message}` : ""));
     return;
   }
   if (typeof r.text === "string") {

@@ -7,12 +7,14 @@
 // config version the page read, so it answers from that config or newer.
 
 import { parseValue, fieldOfError } from "../api.js";
-import { confirmDelete, field, h, replace, select, status } from "../dom.js";
+import { confirmDelete, field, h, scroller, select, status } from "../dom.js";
+import { policyBadge, policyField, policyOf } from "../policy.js";
 import { go, subRoute } from "../route.js";
-import { argumentEditor, argumentsFromSchema } from "./arguments.js";
+import { argumentEditor } from "./arguments.js";
+import { hintsPart, importPart } from "./tool-import.js";
+import { MASK, paramsPart } from "./tool-params.js";
 
 const TYPE = "tool";
-const MASK = "***";
 const TOOL_TYPES = [
   ["text-completion", "text-completion: ask the LLM a question"],
   ["prompt", "prompt: fill a prompt template"],
@@ -35,9 +37,10 @@ export async function render(ctx) {
   const route = subRoute("tools");
   const selected = items.find((i) => i.key === route);
   const editing = (route === "new" && session.canWrite) || Boolean(selected);
-  const [statuses, choices] = await Promise.all([
+  const [statuses, choices, servers] = await Promise.all([
     loadStatuses(api, session, version),
     editing ? loadChoices(api, session) : null,
+    loadServers(api),
   ]);
   const note = flash ? status(flash.text, flash.kind) : status();
   flash = null;
@@ -60,7 +63,7 @@ export async function render(ctx) {
         "Refresh")),
     editing ? null : note,
     calling(statuses.calling),
-    list(items, statuses, route),
+    list(items, statuses, route, servers),
     editor);
   if (editor) requestAnimationFrame(() => editor.scrollIntoView?.({ block: "nearest" }));
   return page;
@@ -91,6 +94,16 @@ async function loadStatuses(api, session, version) {
       calling: answer.tool_calling || null };
   } catch (e) {
     return { byKey: new Map(), list: [], error: `the agent did not answer (${e.message})` };
+  }
+}
+
+/** The policy of each MCP server item, by key (for the tools that name one); empty when the
+ * items cannot be read — the column then shows each tool's own policy only. */
+async function loadServers(api) {
+  try {
+    return new Map((await api.values("mcp")).map(({ key, value }) => [key, policyOf(value)]));
+  } catch {
+    return new Map();
   }
 }
 
@@ -141,7 +154,7 @@ function calling(c) {
     c.detail ? `: ${c.detail}` : "", ")", c.llm ? ` — ${c.llm}` : "");
 }
 
-function list(items, statuses, current) {
+function list(items, statuses, current, servers) {
   const configured = new Set(items.map((i) => i.key));
   const rows = items.map(({ key, value }) => {
     const v = value && typeof value === "object" ? value : {};
@@ -151,6 +164,7 @@ function list(items, statuses, current) {
       h("td", {}, str(v.name)),
       h("td", {}, str(v.type)),
       h("td", {}, statusCell(statuses, statuses.byKey.get(key), v)),
+      h("td", {}, approvalCell(v, servers)),
       h("td", {}, listText(v.group, "default")),
       h("td", {}, str(v.state) || h("span", { class: "muted" }, "unchanged")),
       h("td", {}, listText(v["applicable-states"], "any")));
@@ -162,14 +176,15 @@ function list(items, statuses, current) {
       h("td", {}, str(t.type)),
       h("td", {}, statusCell(statuses, t, {})),
       h("td", { class: "muted" }, "as announced"),
+      h("td", { class: "muted" }, "as announced"),
       h("td", { class: "muted" }, "—"),
       h("td", { class: "muted" }, "—")));
   const problem = statuses.error ? status(`Whether each tool is offered is unknown: ${statuses.error}.`,
     "error") : null;
-  const table = rows.length || announced.length ? h("table", { "aria-label": "Tools" },
-    h("thead", {}, h("tr", {}, ["Key", "Name", "Type", "Status", "Groups", "State after use",
-      "Applicable states"].map((t) => h("th", { scope: "col" }, t)))),
-    h("tbody", {}, rows, announced))
+  const table = rows.length || announced.length ? scroller(h("table", { "aria-label": "Tools" },
+    h("thead", {}, h("tr", {}, ["Key", "Name", "Type", "Status", "Approval", "Groups",
+      "State after use", "Applicable states"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, rows, announced)))
     : h("p", { class: "muted" }, "No tools are configured or announced yet.");
   return h("section", { class: "panel", "aria-label": "Tool list" }, problem, table);
 }
@@ -188,6 +203,16 @@ function statusCell(statuses, found, value) {
   if (found.status === "available") return h("span", { class: "badge ok" }, "offered");
   return [h("span", { class: "badge off" }, "not offered"),
     found.reason ? [" ", h("span", { class: "reason" }, found.reason)] : null];
+}
+
+/** The tool's policy; else, for an mcp-tool, its server item's; else what decides then. */
+function approvalCell(value, servers) {
+  const own = policyOf(value);
+  if (own) return policyBadge(own);
+  const server = value.type === "mcp-tool" ? servers.get(value["mcp-tool"]) : "";
+  if (server) return policyBadge(server, { from: `server ${value["mcp-tool"]}` });
+  return policyBadge("", { otherwise: value.type === "mcp-tool"
+    ? "default (or the tool's hints)" : "default" });
 }
 
 function str(value) {
@@ -236,6 +261,7 @@ function form(ctx, items, item, choices, note) {
     states: field("Applicable states", input({ name: "applicable-states",
       value: joined(original["applicable-states"]) }),
     { name: "applicable-states", hint: "Comma-separated states the tool is offered in; empty: any." }),
+    approval: policyField(original, { locked }),
   };
   fields.description.control.value = str(original.description);
   const editor = argumentEditor(original.arguments, { locked });
@@ -243,6 +269,7 @@ function form(ctx, items, item, choices, note) {
   fields.service.control.addEventListener("change", () => params.show(fields.service.control.value));
   params.show(fields.service.control.value);
   const importer = importPart(ctx, fields, editor, locked);
+  const hints = hintsPart(ctx, fields);
 
   const parts = {
     "text-completion": h("p", { class: "hint" }, "A text-completion tool always takes one "
@@ -255,6 +282,7 @@ function form(ctx, items, item, choices, note) {
     const type = fields.type.control.value;
     for (const [name, part] of Object.entries(parts)) part.hidden = name !== type;
     editor.el.hidden = type === "text-completion";
+    if (hints) hints.hidden = type !== "mcp-tool";
   };
   fields.type.control.addEventListener("change", showType);
   showType();
@@ -304,6 +332,7 @@ function form(ctx, items, item, choices, note) {
     Object.values(parts),
     editor.el,
     h("fieldset", {}, h("legend", {}, "When the agent offers it"), fields.group, fields.state, fields.states),
+    h("fieldset", {}, h("legend", {}, "Whether a person approves each call"), fields.approval, hints),
     buttons, note));
 }
 
@@ -340,71 +369,6 @@ function joined(value) {
 
 function splitList(text) {
   return text.split(",").map((s) => s.trim()).filter(Boolean);
-}
-
-/** Whether a config field called `name` holds a secret (urls.is_secret_name): the gateway
- * shows its stored value as ***. */
-function isSecretName(name) {
-  const n = name.trim().toLowerCase().replaceAll("-", "_");
-  return ["token", "key", "api_key", "apikey", "secret", "password", "passwd", "pwd", "sig",
-    "signature", "access_token", "auth_token", "refresh_token", "id_token", "client_secret",
-    "private_key", "credentials", "auth"].includes(n)
-    || ["_token", "_key", "_secret", "_password", "_apikey"].some((s) => n.endsWith(s));
-}
-
-/**
- * The chosen tool service's config-params as fields (top-level keys of the tool item).
- * Values typed survive switching services back and forth.
- */
-function paramsPart(choices, original, locked) {
-  const el = h("div", {});
-  const typed = new Map();
-  let current = [];
-  const part = {
-    el,
-    fields: () => current.map((c) => c.wrapper),
-    /** [{name, required, secret, stored, wrapper}] of the service shown. */
-    params: () => current,
-    show(serviceId) {
-      for (const c of current) typed.set(c.name, c.wrapper.control.value);
-      const descriptor = choices.services.find((s) => s.key === serviceId)?.value;
-      const list = descriptor && Array.isArray(descriptor["config-params"]) ? descriptor["config-params"] : [];
-      current = list.filter((p) => p && typeof p.name === "string" && p.name).map((p) => param(p));
-      let intro = null;
-      if (serviceId && !descriptor) {
-        intro = h("p", { class: "hint" }, "This service's descriptor is not configured here, so its "
-          + "config parameters are not known; fields of this item it needs are kept as stored.");
-      } else if (descriptor && !current.length) {
-        intro = h("p", { class: "hint" }, "This service takes no config parameters.");
-      }
-      replace(el, intro, current.length ? h("fieldset", {}, h("legend", {}, "Service config"),
-        current.map((c) => c.wrapper)) : null);
-    },
-  };
-  const param = (p) => {
-    const stored = original[p.name];
-    const secret = isSecretName(p.name) || stored === MASK;
-    const storedSecret = secret && stored !== undefined && stored !== "";
-    let value = typed.has(p.name) ? typed.get(p.name) : textOf(stored);
-    if (secret && value === MASK) value = "";  // the mask is not a value to edit
-    const control = h("input", { type: secret ? "password" : "text", name: p.name, value,
-      readonly: locked, autocomplete: secret ? "new-password" : "off", spellcheck: "false",
-      required: p.required === true,
-      placeholder: storedSecret ? "stored; leave empty to keep" : "" });
-    const hint = [p.required === true ? "Required by the service." : "Optional.",
-      storedSecret ? "A value is stored; leave empty to keep it." : "",
-      stored !== undefined && typeof stored !== "string" && !secret ? "Stored as JSON." : ""]
-      .filter(Boolean).join(" ");
-    const wrapper = field(p.required === true ? `${p.name} (required)` : p.name, control,
-      { name: p.name, hint });
-    return { name: p.name, required: p.required === true, secret, storedSecret, stored, wrapper };
-  };
-  return part;
-}
-
-function textOf(value) {
-  if (value === undefined || value === null) return "";
-  return typeof value === "string" ? value : JSON.stringify(value);
 }
 
 /**
@@ -444,6 +408,7 @@ function build(original, fields, params, editor) {
     else delete value.arguments;
     rows = read.rows;
   }
+  fields.approval.write(value);
   setList(value, "group", fields.group.control.value);
   setList(value, "applicable-states", fields.states.control.value);
   const state = fields.state.control.value.trim();
@@ -499,104 +464,4 @@ function deleteButton(api, key, note) {
       go("tools");
     },
   });
-}
-
-// -- importing arguments from the MCP server ------------------------------------------------
-
-/** "Import from the server": the remote tool's inputSchema into the argument editor, asking
- * first (inline) before replacing rows the user has. */
-function importPart(ctx, fields, editor, locked) {
-  const { api, session } = ctx;
-  if (locked) return { el: null };
-  if (!session.can("tools:invoke")) {
-    return { el: h("p", { class: "hint" }, "Importing the arguments from the server needs the "
-      + "tools:invoke capability, which this token lacks.") };
-  }
-  const note = status();
-  // plain divs: .toolbar's display would override the hidden attribute
-  const ask = h("div", {});
-  ask.hidden = true;
-  const offer = h("div", {});
-  offer.hidden = true;
-
-  const fill = (args, described) => {
-    editor.setArguments(args);
-    ask.hidden = true;
-    const filled = [];
-    if (!fields.name.control.value.trim() && typeof described.name === "string") {
-      fields.name.control.value = described.name;
-      filled.push("the name");
-    }
-    const remote = typeof described.description === "string" ? described.description.trim() : "";
-    const mine = fields.description.control.value.trim();
-    if (!mine && remote) {
-      fields.description.control.value = remote;
-      filled.push("the description");
-    } else if (remote && mine !== remote) {
-      const use = h("button", { type: "button", onclick: () => {
-        fields.description.control.value = remote;
-        offer.hidden = true;
-        fields.description.control.focus();
-      } }, "Use the server's description");
-      replace(offer, h("p", { class: "toolbar" }, "The server describes the tool differently: ",
-        h("q", {}, remote), use));
-      offer.hidden = false;
-    }
-    const also = filled.length ? ` and ${filled.join(" and ")}` : "";
-    note.set(`Imported ${args.length} argument${args.length === 1 ? "" : "s"}${also} from the `
-      + `server's tool "${described.name}". Save to store them.`, "ok");
-  };
-
-  const run = async () => {
-    const server = fields.mcp.control.value;
-    ask.hidden = true;
-    offer.hidden = true;
-    if (!server) {
-      note.set("Choose an MCP server first.", "error");
-      fields.mcp.control.focus();
-      return;
-    }
-    button.disabled = true;
-    note.set(`Asking the server of "${server}" for its tool…`, "busy");
-    let described;
-    try {
-      const answer = await api.call("mcp-tool", { name: server, operation: "describe" }, { flow: api.flow });
-      described = typeof answer.object === "string" ? JSON.parse(answer.object) : answer.object;
-      if (!described || typeof described !== "object") throw new Error("the answer holds no tool");
-    } catch (e) {
-      note.set(`Could not import from "${server}": ${e.message}`, "error");
-      return;
-    } finally {
-      button.disabled = false;
-    }
-    const args = argumentsFromSchema(described.inputSchema);
-    const have = editor.value();
-    const count = have.args ? have.args.length : editor.count();
-    if (!count) {
-      fill(args, described);
-      return;
-    }
-    const replaceButton = h("button", { type: "button", class: "primary", onclick: () => {
-      fill(args, described);
-      button.focus();
-    } }, "Replace the arguments");
-    const keep = h("button", { type: "button", onclick: () => {
-      ask.hidden = true;
-      note.set("Kept the arguments in the form.", "");
-      button.focus();
-    } }, "Keep mine");
-    const names = args.map((a) => a.name).join(", ") || "none";
-    replace(ask, h("div", { class: "toolbar" },
-      h("span", { role: "alert" }, `Replace the ${count} argument${count === 1 ? "" : "s"} `
-        + `in the form with the server's ${args.length} (${names})?`), replaceButton, keep));
-    ask.hidden = false;
-    note.set("");
-    replaceButton.focus();
-  };
-  const button = h("button", { type: "button", onclick: run }, "Import from the server");
-  return { el: h("div", {},
-    h("div", { class: "toolbar" }, button,
-      h("span", { class: "hint" }, "Fills the arguments from the tool's input schema on the server "
-        + "(the saved MCP server settings).")),
-    ask, offer, note) };
 }
