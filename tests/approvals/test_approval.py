@@ -121,6 +121,10 @@ async def test_a_denial_and_its_reason_reach_the_model_and_nothing_runs(
     assert "denied" in denial and "bob is on holiday" in denial
     assert "bob is on holiday" in "".join(llm.prompts[-1])  # the model was told, and why
     assert answer_of(messages) == denial
+    # the dialog's usage and its record agree: a call denied is no call of the tool
+    assert messages[-1]["tool_calls"] == 0
+    dialog_record, _ = await journal.get(request["dialog"]) or (None, [])
+    assert dialog_record is not None and dialog_record.tool_calls == 0
 
 
 async def test_an_approval_is_bound_to_the_exact_call(

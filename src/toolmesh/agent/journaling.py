@@ -81,11 +81,12 @@ class DialogLog:
     def result(self, step: int, record: CallRecord, seconds: float | None) -> None:
         if self.journal is None:
             return
-        self.tool_calls += 1
+        # counted as the dialog's usage counts them: calls of a tool, not refusals
+        self.tool_calls += record.ran
         self._pending.append(("result", {
             "step": step, "call": record.id, "name": record.name,
             "arguments": record.arguments, "observation": record.observation, "ok": record.ok,
-            "redundant": record.redundant,
+            "redundant": record.redundant, "ran": record.ran,
             "seconds": None if seconds is None else round(seconds, 6)}))
 
     def asked(self, request: dict[str, Any]) -> None:
@@ -206,11 +207,12 @@ def resumption(entries: Sequence[Entry], *, state: str | None = None) -> Resumpt
         if entry.kind == "reply":
             reply, results = body, {}
         elif entry.kind == "result":
-            out.tool_calls += 1
+            ran = body.get("ran") is not False  # absent: written before it was recorded
+            out.tool_calls += ran
             results[str(body.get("call"))] = CallRecord(
                 id=str(body.get("call")), name=str(body.get("name")),
                 arguments=body.get("arguments"), observation=str(body.get("observation")),
-                ok=bool(body.get("ok")), redundant=bool(body.get("redundant")))
+                ok=bool(body.get("ok")), redundant=bool(body.get("redundant")), ran=ran)
         elif entry.kind == "turn" and reply is not None:
             out.turns.append(_turn(reply, results))
             out.state, out.wrap = body.get("state"), body.get("wrap")

@@ -386,12 +386,12 @@ class AgentLoop:
             if known and call.id in known:
                 return known[call.id]
             if call.problem is not None:
-                return record(observation=f"Error: {call.problem}", ok=False)
+                return record(observation=f"Error: {call.problem}", ok=False, ran=False)
             earlier = transcript.earlier(call.name, call.arguments)
             if earlier is not None:
                 repeated = True
                 metrics.tool_call(tool=call.name, type="", outcome="repeated", seconds=None)
-                return record(ok=False, redundant=True, observation=(
+                return record(ok=False, redundant=True, ran=False, observation=(
                     f"{earlier.observation}\n\n({call.name} was called with these arguments "
                     "before: this is that call's result.)"))
             async with room:
@@ -405,11 +405,12 @@ class AgentLoop:
                                                 ask=partial(approvals.relay, step=number))
             # it goes into every later prompt of the dialog: a huge result must not
             observation = cut(outcome.observation, limit=self.options.max_observation)
+            ran = bool(outcome.kind)  # empty: refused before the tool was called
             if outcome.ok and transcript.returned(call.name, observation):
                 repeated = True
                 return record(ok=True, redundant=True, observation=(
                     f"{observation}\n\n(the same result as an earlier call of {call.name}.)"))
-            return record(observation=observation, ok=outcome.ok)
+            return record(observation=observation, ok=outcome.ok, ran=ran)
 
         # each call works until its result is recorded: a stop lets the dialog go at once
         # only while every call not recorded waits for a person (rpc/parking.py)

@@ -29,6 +29,9 @@ class CallRecord:
     #: the call brought nothing new: it repeated an earlier one, or returned what an earlier
     #: call of its tool returned (strategies may leave it out of what the model is shown)
     redundant: bool = False
+    #: the tool was called (what the dialog's usage counts); not: refused before it ran
+    #: (bad arguments, an unknown tool, no approval) or answered from an earlier call
+    ran: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
