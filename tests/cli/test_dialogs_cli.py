@@ -27,6 +27,10 @@ def tokyo(text: str) -> str:
 async def test_dialogs_list_and_show_label_count_and_localise(tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path) as served:
         await _offered(served.url, "tell-joke")
+        # `show` with no id shows the newest dialog: with none yet, it says what to do
+        none_yet = await run_toolmesh("dialogs", "show", "-u", served.url)
+        assert none_yet[0] != 0 and "no dialogs recorded in workspace 'default': ask the " \
+            "agent something first" in none_yet[2], none_yet
         code, _, err = await run_toolmesh("agent", "Tell me a joke about food", "-u",
                                           served.url)
         assert code == 0, err
@@ -36,7 +40,9 @@ async def test_dialogs_list_and_show_label_count_and_localise(tmp_path: Path) ->
         listed = await run_toolmesh("dialogs", "list", "-u", served.url, extra_env=TOKYO)
         shown = await run_toolmesh("dialogs", "show", dialog["id"], "-u", served.url,
                                    extra_env=TOKYO)
+        newest = await run_toolmesh("dialogs", "show", "-u", served.url, extra_env=TOKYO)
     assert listed[0] == 0 and shown[0] == 0, listed[2] + shown[2]
+    assert newest == shown
     header, row = listed[1].splitlines()
     assert header.split() == ["ID", "STARTED", "STATUS", "STEPS", "CALLS", "TOKENS", "SECONDS",
                               "QUESTION"]

@@ -1,4 +1,4 @@
-"""``toolmesh dialogs list`` and ``toolmesh dialogs show ID``: the dialogs the agent recorded
+"""``toolmesh dialogs list`` and ``toolmesh dialogs show [ID]``: the dialogs the agent recorded
 (docs/dialogs.md), through the gateway's ``dialogs`` service, in the caller's workspace.
 
 Times are shown in this machine's local time. ``show`` prints each call that waited for a
@@ -35,7 +35,8 @@ def add_parser(commands: Any) -> None:
     ls.add_argument("-n", "--limit", type=int, default=20,
                     help="how many (default: %(default)s, at most 1000)")
     show = actions.add_parser("show", help="one dialog, step by step")
-    show.add_argument("id", help="the dialog's id (from `toolmesh dialogs list`)")
+    show.add_argument("id", nargs="?",
+                      help="the dialog's id (from `toolmesh dialogs list`; default: the newest)")
     for sub in (ls, show):
         sub.add_argument("-f", "--flow", default="default", help="flow (default: %(default)s)")
         sub.add_argument("--json", action="store_true", help="print the agent's answer as JSON")
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if args.status:
             body["status"] = args.status
     else:
-        body["id"] = args.id
+        body["id"] = args.id or _newest(client, args)
     answer = client.post(f"api/v1/flow/{args.flow}/service/dialogs", body)
     if args.json:
         print_json(answer)
@@ -63,6 +64,20 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"the agent answered without a dialog: {json.dumps(answer)[:200]}")
     _show(dialog)
     return 0
+
+
+def _newest(client: GatewayClient, args: argparse.Namespace) -> str:
+    """The id of the newest dialog of the workspace: ``show`` with no id shows it."""
+    answer = client.post(f"api/v1/flow/{args.flow}/service/dialogs",
+                         {"workspace": args.workspace, "operation": "list", "limit": 1})
+    dialogs = answer.get("dialogs")
+    if not isinstance(dialogs, list):
+        raise CliError(f"the agent answered without a dialog list: {json.dumps(answer)[:200]}")
+    if not dialogs:
+        raise CliError(f"no dialogs recorded in workspace "
+                       f"{answer.get('workspace', args.workspace)!r}: ask the agent something "
+                       "first (toolmesh agent \"...\")")
+    return str(dialogs[0]["id"])
 
 
 def _list(answer: dict[str, Any], workspace: str) -> int:
