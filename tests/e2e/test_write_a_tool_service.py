@@ -1,5 +1,5 @@
-"""The README's "Write a tool service", as a new user follows it: the file written in an empty
-folder, the commands run from there through the installed ``toolmesh`` command, an offline
+"""The guide's "Write your first tool service" (docs/tool-services.md), as a new user follows
+it: the file written in an empty folder, the commands run from there through the installed ``toolmesh`` command, an offline
 dialog that calls the tool — on the embedded default, and as separate processes on RabbitMQ
 with the example's LLM script."""
 
@@ -19,13 +19,15 @@ from tests.processes import ROOT, console_script, env, run_toolmesh, start_toolm
 from tests.rabbit import own_vhost
 from tests.servers import serving
 
-SECTION = "### Write a tool service"
+PAGE = ROOT / "docs" / "tool-services.md"
+SECTION = "## Write your first tool service"
 
 
-def readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
+def guide_section() -> str:
+    """The section of the page, up to the next section of its level."""
+    text = PAGE.read_text()
     start = text.index(SECTION)
-    return text[start:text.index("\n### ", start + len(SECTION))]
+    return text[start:text.index("\n## ", start + len(SECTION))]
 
 
 def blocks(section: str, language: str) -> list[str]:
@@ -39,20 +41,20 @@ def commands(block: str) -> list[list[str]]:
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    """An empty folder with the README's file written in it."""
-    (python,) = blocks(readme_section(), "python")
+    """An empty folder with the guide's file written in it."""
+    (python,) = blocks(guide_section(), "python")
     (tmp_path / "wordtools.py").write_text(python)
     return tmp_path
 
 
-def test_the_readme_shows_the_example_verbatim() -> None:
-    (python,) = blocks(readme_section(), "python")
+def test_the_guide_shows_the_example_verbatim() -> None:
+    (python,) = blocks(guide_section(), "python")
     assert python == (EXAMPLES / "wordcount" / "wordtools.py").read_text()
 
 
-def test_the_readme_flow_offline_on_the_embedded_default(folder: Path, tmp_path: Path) -> None:
+def test_the_guide_flow_offline_on_the_embedded_default(folder: Path, tmp_path: Path) -> None:
     # two commands: the service announces itself, nothing is registered
-    serve, ask = commands(blocks(readme_section(), "bash")[0])
+    serve, ask = commands(blocks(guide_section(), "bash")[0])
     assert serve[:2] == ["toolmesh", "serve"] and ask[0] == "toolmesh"
     with serving(tmp_path, *serve[2:], cwd=folder, as_user=True) as served:
         def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -68,8 +70,8 @@ def test_the_readme_flow_offline_on_the_embedded_default(folder: Path, tmp_path:
     # -v shows the call with its arguments, then what the tool answered
     assert "count-words" in answered.stderr and '{"text": "the quick brown fox"}' in answered.stderr
     assert "4 words" in answered.stderr
-    # the transcript the README shows is what a user sees
-    (transcript,) = blocks(readme_section(), "text")
+    # the transcript the guide shows is what a user sees
+    (transcript,) = blocks(guide_section(), "text")
     shown = answered.stderr + answered.stdout
     for line in transcript.splitlines():
         assert line.strip() in shown, (line, shown)
