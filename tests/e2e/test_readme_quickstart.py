@@ -1,6 +1,7 @@
-"""The README's first minute: `toolmesh serve`, then a joke with no config at all (the joke
-service announces itself), then the seed's two `tg-put-config-item` commands, which work
-exactly as before and whose items then win."""
+"""The README's promises to TrustGraph's users: a joke with no config at all (the joke service
+announces itself; the question of "First 10 minutes"), then the seed's two
+`tg-put-config-item` commands of "Coming from TrustGraph", which work exactly as before and
+whose items then win. (tests/docs/test_getting_started.py runs "First 10 minutes" whole.)"""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ from tests.servers import serving
 from toolmesh.tools.services.joke import pick_joke
 
 
-def quickstart_blocks() -> list[str]:
+def quickstart_blocks() -> tuple[str, str]:
+    """The README's joke question (one line) and its block of the seed's commands."""
     text = (ROOT / "README.md").read_text()
-    intro = text[:text.index("\n## ")]
-    return re.findall(r"```bash\n(.*?)```", intro, re.S)
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    [ask] = [line for block in blocks for line in block.splitlines()
+             if line.startswith('toolmesh agent "Tell me a joke about food"')]
+    [seed] = [block for block in blocks if block.startswith("tg-put-config-item ")]
+    return ask, seed
 
 
 def run(command: str, url: str) -> subprocess.CompletedProcess[str]:
@@ -38,8 +43,7 @@ def run(command: str, url: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_joke_with_no_config_then_with_the_seeds_items(tmp_path: Path) -> None:
-    ask_block, seed_block = quickstart_blocks()[1:3]
-    (ask,) = ask_block.splitlines()
+    ask, seed_block = quickstart_blocks()
     joke = f"Here's a pun for you:\n\n{pick_joke('food', 'pun')}"
     with serving(tmp_path) as served:
         answered = run(ask, served.url)
