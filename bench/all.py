@@ -1,5 +1,5 @@
 """Every benchmark, one after the other, into one table: ``bench/results.md`` and
-``bench/results.json``, and with ``--readme`` the README's performance table.
+``bench/results.json``, and with ``--page`` the table of docs/performance.md.
 
 Each ``bench/*.py`` (but the helpers ``all``, ``report``, ``processes`` and ``services``) runs
 as its own process — ``python bench/NAME.py --quick --json TMP`` (``--full``: without
@@ -10,14 +10,15 @@ of the table; the others still run, and ``all.py`` exits 1 at the end.
 * ``bench/results.json``: the machine (CPUs, Python, event loops, date, commit), then per
   benchmark its status, seconds, and every figure with its ratio to its floor;
 * ``bench/results.md``: one markdown table, ``bench | what | value | floor | ratio | target``;
-* ``--readme``: the same text replaces what is between ``<!-- bench:begin -->`` and
-  ``<!-- bench:end -->`` in README.md; the rest of the README is left as it is.
+* ``--page`` (or its earlier name ``--readme``): the same text replaces what is between
+  ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in docs/performance.md, the docs site's
+  Performance page; the rest of the page is left as it is.
 
 ``--only``/``--skip`` choose benchmarks by name; ``--merge`` keeps the benchmarks of the last
 ``results.json`` that this run did not run (to rerun one that failed, say).
 
     python bench/all.py [--full] [--only NAME ...] [--skip NAME ...] [--timeout SECONDS]
-                        [--merge] [--readme] [--logs DIR]
+                        [--merge] [--page] [--logs DIR]
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from report import Figure, load, number  # noqa: E402
 
 #: scripts in bench/ that are not benchmarks
 HELPERS = frozenset({"all", "report", "processes", "services"})
+#: the page whose marked section --page rewrites: the docs site's Performance page
+PAGE = ROOT / "docs" / "performance.md"
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
 #: seconds a benchmark may take before it is stopped (--timeout overrides)
@@ -263,7 +266,7 @@ def table(benches: Sequence[dict[str, Any]]) -> str:
 
 
 def block(result: dict[str, Any]) -> str:
-    """What goes between the README's markers and into results.md: a line saying what ran
+    """What goes between the page's markers and into results.md: a line saying what ran
     where, and the table."""
     m = result["machine"]
     benches = result["benches"]
@@ -321,15 +324,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="seconds per benchmark (default 300; --full 1800)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the benchmarks of the last results.json not run now")
-    parser.add_argument("--readme", action="store_true",
-                        help="also replace the README's table between the bench markers")
+    parser.add_argument("--page", "--readme", dest="page", action="store_true",
+                        help="also replace the table between the bench markers of "
+                             "docs/performance.md (--readme: its earlier name)")
     parser.add_argument("--logs", type=Path, default=None, metavar="DIR",
                         help="keep each benchmark's output in DIR/NAME.log")
     parser.add_argument("--out", type=Path, default=HERE, metavar="DIR",
                         help="where results.json and results.md go (default bench/)")
-    # for the tests: another README, another folder of benchmarks
-    parser.add_argument("--readme-path", type=Path, default=ROOT / "README.md",
-                        help=argparse.SUPPRESS)
+    # for the tests: another page, another folder of benchmarks
+    parser.add_argument("--page-path", "--readme-path", dest="page_path", type=Path,
+                        default=PAGE, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, default=HERE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -341,8 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [n for n in (args.only or known) if n not in args.skip]
     mode = "full" if args.full else "quick"
     timeout = args.timeout or TIMEOUT[mode]
-    if args.readme:  # fail now, not after an hour of benchmarks
-        replace_marked(args.readme_path.read_text(), "")
+    if args.page:  # fail now, not after an hour of benchmarks
+        replace_marked(args.page_path.read_text(), "")
 
     info = machine()
     start = time.perf_counter()
@@ -371,12 +375,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     (args.out / "results.md").write_text(results_md(result))
-    if args.readme:
-        readme = args.readme_path.read_text()
-        args.readme_path.write_text(replace_marked(readme, block(result)))
+    if args.page:
+        page = args.page_path.read_text()
+        args.page_path.write_text(replace_marked(page, block(result)))
     failed = [b["name"] for b in done if b["status"] != "ok"]
     print(f"{len(done)} benchmarks in {_minutes(seconds)}; wrote {results_path}, "
-          f"{args.out / 'results.md'}" + (f", {args.readme_path}" if args.readme else "")
+          f"{args.out / 'results.md'}" + (f", {args.page_path}" if args.page else "")
           + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

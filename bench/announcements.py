@@ -1,13 +1,13 @@
 """Self-announcing tool services on RabbitMQ: how soon a started service is offered, how soon a
 killed one is dropped, and what the announcements cost on the wire.
 
-The tool service is the README's ``wordtools:WordCount`` (``examples/wordcount``), started as
-its own ``toolmesh run`` process every round; the agent (``AgentService``, with the config
-service) runs in this process on the same private RabbitMQ vhost, so the moment it offers the
-tool is seen exactly (``wait_for_tools``), as is the moment its registry counts an instance
-(``Registry.wait_for``). Figures are medians over rounds (min..max beside them) — the machine
-is small and shared, so absolute numbers drift; the ratios to floors measured in the same run
-are what compare across runs.
+The tool service is the tool-services guide's ``wordtools:WordCount``
+(``examples/wordcount``), started as its own ``toolmesh run`` process every round; the agent
+(``AgentService``, with the config service) runs in this process on the same private RabbitMQ
+vhost, so the moment it offers the tool is seen exactly (``wait_for_tools``), as is the moment
+its registry counts an instance (``Registry.wait_for``). Figures are medians over rounds
+(min..max beside them) — the machine is small and shared, so absolute numbers drift; the
+ratios to floors measured in the same run are what compare across runs.
 
 1. Start to offered: seconds from spawning the process to (a) its ``ready:`` line with
    ``--no-announcements`` — the floor: interpreter, imports, connecting, consuming; (b) its
@@ -64,7 +64,7 @@ from toolmesh.config.service import ConfigService  # noqa: E402
 from toolmesh.config.store import open_store  # noqa: E402
 from toolmesh.registry.wire import DEFAULT_TTL  # noqa: E402
 
-#: the README's service, importable from the repository root (``toolmesh run`` runs from
+#: the guide's service, importable from the repository root (``toolmesh run`` runs from
 #: there, so the example's folder is not the current one)
 SERVICE = "examples.wordcount.wordtools:WordCount"
 REQUEST_QUEUE = "non-persistent://tg/request/word-count"

@@ -7,7 +7,7 @@ says how close toolmesh is to the least that path can cost. Each ``bench/*.py`` 
 * builds a list of :class:`Figure`;
 * takes ``--json PATH`` (via :func:`add_arguments`) and calls :func:`emit`, which prints a
   line per figure and, with ``--json``, writes them for ``bench/all.py`` to gather into one
-  table (markdown + JSON) that the README's performance section is generated from;
+  table (markdown + JSON) that docs/performance.md's table is generated from;
 * takes ``--quick`` for a shorter run (``bench/all.py`` passes it unless told otherwise).
 
 Benchmarks stand on the package's public API and shipped helpers only (never ``tests/``), so

@@ -1,5 +1,5 @@
-"""bench/all.py: the table, results.md/.json and the README's marked section it writes from
-the figures the benchmarks leave, and how it runs them (stand-in scripts, never the real
+"""bench/all.py: the table, results.md/.json and the marked section of docs/performance.md it
+writes from the figures the benchmarks leave, and how it runs them (stand-in scripts, never the real
 benchmarks)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ MACHINE = {"cpus": 2, "python": "CPython 3.11.7", "platform": "Linux",
            "date": "2025-01-02T03:04:05+00:00", "toolmesh": "0.1.0", "commit": "abc1234",
            "uncommitted": False}
 
-README = """# toolmesh
+PAGE = """# Performance
 
 Intro | with a pipe, and a table of its own:
 
@@ -45,7 +45,7 @@ Intro | with a pipe, and a table of its own:
 |---|---|
 | 1 | 2 |
 
-## Performance
+## The latest run
 
 Words before.
 
@@ -55,7 +55,7 @@ Words before.
 | 9 | 9 |
 <!-- bench:end -->
 
-Words after, [a link](docs/performance.md).
+Words after, [a link](architecture.md).
 """
 
 
@@ -133,7 +133,7 @@ def test_results_json_keeps_every_figure_with_its_ratio(tmp_path: Path) -> None:
     assert back["benches"][1]["output_tail"][-1] == "RuntimeError: broker gone"
 
 
-def test_readme_gets_the_table_between_its_markers_and_nothing_else_changes(
+def test_the_page_gets_the_table_between_its_markers_and_nothing_else_changes(
         tmp_path: Path) -> None:
     result = bench_all.results(sample_benches(tmp_path), mode="quick", seconds=320.5,
                                machine_info=MACHINE)
@@ -145,17 +145,17 @@ def test_readme_gets_the_table_between_its_markers_and_nothing_else_changes(
         "(beta, gamma, delta).")
     assert block.endswith(bench_all.table(result["benches"]))
 
-    readme = bench_all.replace_marked(README, block)
-    head, _, rest = README.partition("<!-- bench:begin -->")
+    page = bench_all.replace_marked(PAGE, block)
+    head, _, rest = PAGE.partition("<!-- bench:begin -->")
     _, _, tail = rest.partition("<!-- bench:end -->")
-    assert readme == f"{head}<!-- bench:begin -->\n{block}<!-- bench:end -->{tail}"
-    assert "| old | table |" not in readme
-    assert bench_all.replace_marked(readme, block) == readme  # a second run: the same text
-    # results.md holds the same table text as the README
+    assert page == f"{head}<!-- bench:begin -->\n{block}<!-- bench:end -->{tail}"
+    assert "| old | table |" not in page
+    assert bench_all.replace_marked(page, block) == page  # a second run: the same text
+    # results.md holds the same table text as the page
     assert block in bench_all.results_md(result)
 
 
-def test_a_readme_without_one_pair_of_markers_is_refused() -> None:
+def test_a_page_without_one_pair_of_markers_is_refused() -> None:
     for text in ("no markers", "<!-- bench:end --> <!-- bench:begin -->",
                  "<!-- bench:begin --> <!-- bench:end --> <!-- bench:begin --> "):
         with pytest.raises(ValueError):
@@ -213,13 +213,13 @@ def test_main_runs_each_bench_past_failures_and_writes_every_output(tmp_path: Pa
     (folder / "slow.py").write_text(SLOW.replace("sys.argv[-1]", repr(str(tmp_path / "slow"))))
     (folder / "services.py").write_text("raise SystemExit('a helper, never run')\n")
     (folder / "skipped.py").write_text("raise SystemExit('skipped')\n")
-    readme = tmp_path / "README.md"
-    readme.write_text(README)
+    page = tmp_path / "performance.md"
+    page.write_text(PAGE)
     out = tmp_path / "out"
 
     start = time.monotonic()
     code = bench_all.main(["--folder", str(folder), "--out", str(out), "--timeout", "3",
-                           "--readme", "--readme-path", str(readme), "--skip", "skipped"])
+                           "--page", "--page-path", str(page), "--skip", "skipped"])
 
     assert time.monotonic() - start < 60  # slow.py was stopped, not waited for
     assert code == 1
@@ -235,21 +235,38 @@ def test_main_runs_each_bench_past_failures_and_writes_every_output(tmp_path: Pa
     assert result["mode"] == "quick" and result["machine"]["cpus"] == os.cpu_count()
     assert result["machine"]["python"].endswith(
         ".".join(map(str, sys.version_info[:3])))
-    text = readme.read_text()
+    text = page.read_text()
     assert bench_all.block(result) in (out / "results.md").read_text()
-    assert text == bench_all.replace_marked(README, bench_all.block(result))
+    assert text == bench_all.replace_marked(PAGE, bench_all.block(result))
     assert "| `good` | a call — --quick | 2.00 ms | 1.00 ms (nothing) | 2.00× |  |" in text
 
 
-def test_main_refuses_unknown_names_and_a_readme_without_markers(tmp_path: Path) -> None:
+def test_main_refuses_unknown_names_and_a_page_without_markers(tmp_path: Path) -> None:
     folder = tmp_path / "bench"
     folder.mkdir()
     (folder / "good.py").write_text(GOOD)
     with pytest.raises(SystemExit):
         bench_all.main(["--folder", str(folder), "--only", "nosuch", "--out", str(tmp_path)])
-    readme = tmp_path / "README.md"
-    readme.write_text("no markers\n")
+    page = tmp_path / "performance.md"
+    page.write_text("no markers\n")
     with pytest.raises(ValueError):
-        bench_all.main(["--folder", str(folder), "--out", str(tmp_path), "--readme",
-                        "--readme-path", str(readme)])
+        bench_all.main(["--folder", str(folder), "--out", str(tmp_path), "--page",
+                        "--page-path", str(page)])
     assert not (tmp_path / "results.json").exists()  # refused before anything ran
+
+
+def test_readme_is_the_earlier_name_of_page_and_the_page_is_the_docs_performance_page(
+        tmp_path: Path) -> None:
+    """``--readme`` (and ``--readme-path``) still work, as ``--page``; by default the marked
+    table is docs/performance.md's, which holds one pair of markers for it."""
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "good.py").write_text(GOOD)
+    page = tmp_path / "performance.md"
+    page.write_text(PAGE)
+    code = bench_all.main(["--folder", str(folder), "--out", str(tmp_path / "out"),
+                           "--readme", "--readme-path", str(page)])
+    assert code == 0
+    assert "| `good` | a call — --quick |" in page.read_text()
+    assert bench_all.PAGE == BENCH.parent / "docs" / "performance.md"
+    bench_all.replace_marked(bench_all.PAGE.read_text(), "")  # one pair, in order

@@ -1,7 +1,7 @@
 """The guide's "Write your first tool service" (docs/tool-services.md), as a new user follows
-it: the file written in an empty folder, the commands run from there through the installed ``toolmesh`` command, an offline
-dialog that calls the tool — on the embedded default, and as separate processes on RabbitMQ
-with the example's LLM script."""
+it: the file written in an empty folder, the commands run from there through the installed
+``toolmesh`` command, an offline dialog that calls the tool — on the embedded default, and as
+separate processes on RabbitMQ with the example's LLM script."""
 
 from __future__ import annotations
 
