@@ -28,7 +28,7 @@ from toolmesh.tools.services.joke import StreamingJokeService
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    """`toolmesh serve` with the README's joke descriptor stored by `toolmesh config put`,
+    """`toolmesh serve` with the joke descriptor of examples/joke stored by `toolmesh config put`,
     and a descriptor nobody serves."""
     async with toolmesh_serve(tmp_path) as s:
         silent = tmp_path / "silent.json"

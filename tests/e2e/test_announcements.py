@@ -5,10 +5,10 @@ One deployment for the whole module, in a vhost of its own: ``toolmesh run confi
 told to ``use TOOL with {JSON}``) and ``gateway``, each its own process, and **no config
 written**. Then, each test starting and stopping its own tool services:
 
-* ``toolmesh run wordtools:WordCount`` (the README's example, run from its folder) is offered
-  by the agent as soon as it is up, and a dialog calls it; SIGTERM (a goodbye) removes the
-  tool at once, SIGKILL (silence) after about its ttl; of two replicas, one killed leaves the
-  tool offered with one live instance;
+* ``toolmesh run wordtools:WordCount`` (the tool-services guide's example, run from its
+  folder) is offered by the agent as soon as it is up, and a dialog calls it; SIGTERM (a
+  goodbye) removes the tool at once, SIGKILL (silence) after about its ttl; of two replicas,
+  one killed leaves the tool offered with one live instance;
 * a tool service written with nothing but aio-pika, announcing itself on the exchange a
   non-Python author has to know, is offered and called like any other;
 * a *configured* tool of a service that announced and is now gone fails at once with

@@ -160,7 +160,7 @@ async def silent_llm() -> AsyncIterator[str]:
 
 # -- the floods ------------------------------------------------------------------------------
 
-#: frames written before one is read; the README's figures are from 60,000
+#: frames written before one is read; docs/security.md's figures are from 60,000
 #: (``TOOLMESH_FLOOD=60000``), the suite's default keeps the test quick
 FLOOD = int(os.environ.get("TOOLMESH_FLOOD") or 20_000)
 WS_GROWTH_BOUND = 64 * MiB

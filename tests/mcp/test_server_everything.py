@@ -34,7 +34,7 @@ def server() -> Iterator[EverythingServer]:
     sessions on it); installed from npm first if need be."""
     problem = everything.missing_node()
     if problem is not None:
-        pytest.fail(problem, pytrace=False)  # not a skip: the suite needs them (README)
+        pytest.fail(problem, pytrace=False)  # not a skip: the suite needs them (docs/testing.md)
     with everything.everything_http() as s:
         yield s
 

@@ -20,7 +20,7 @@ def example_items(folder: str, files: dict[tuple[str, str], str]) -> dict[tuple[
 
 
 def test_the_joke_definition_is_the_seeds_two_items() -> None:
-    # examples/joke holds the seed's files, which the README loads with tg-put-config-item
+    # examples/joke holds the seed's files, which the docs load with tg-put-config-item
     assert JOKE.items() == example_items("joke", {
         ("tool-service", "joke-service"): "joke-service.json",
         ("tool", "tell-joke"): "tell-joke.json"})
