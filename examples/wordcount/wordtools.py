@@ -1,4 +1,4 @@
-"""A tool service that counts words: the README's "Write a tool service" example."""
+"""A tool service that counts words: the example of docs/tool-services.md."""
 
 from typing import Any
 
