@@ -23,6 +23,9 @@ import pytest
 from toolmesh.cli.main import build_parser
 from toolmesh.gateway.openapi import document
 
+# one worker runs these tests (with -n N --dist loadgroup), so the site is built once
+pytestmark = pytest.mark.xdist_group("docs-site")
+
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = ROOT / "docs" / "hooks"
 
