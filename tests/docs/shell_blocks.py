@@ -82,6 +82,14 @@ class _Server:
     process: subprocess.Popen[str]
     lines: list[str] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
+    reader: threading.Thread | None = None
+
+    def stopped(self) -> None:
+        """Once the process ended: its output read to the end and the pipe closed."""
+        if self.reader is not None:
+            self.reader.join(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def read(self) -> None:
         assert self.process.stdout is not None
@@ -116,6 +124,8 @@ class Reader:
             self.env.pop(name, None)  # the reader's shell has none of the suite's
         self.state.write_text("")
         self.servers: list[_Server] = []
+        #: servers a restart stopped, with what they printed
+        self.stopped: list[_Server] = []
 
     def text(self, block: Block) -> str:
         """The block with the page's ports replaced by free ones (nothing else changes)."""
@@ -146,7 +156,8 @@ class Reader:
             stdin=subprocess.DEVNULL, text=True, start_new_session=True)
         server = _Server(block, process)
         self.servers.append(server)
-        threading.Thread(target=server.read, daemon=True).start()
+        server.reader = threading.Thread(target=server.read, daemon=True)
+        server.reader.start()
         if not server.ready.wait(timeout) or process.poll() is not None:
             raise AssertionError(f"{block.program} did not print {block.arg!r} within "
                                  f"{timeout:g} s:\n" + "".join(server.lines[-40:]))
@@ -158,6 +169,8 @@ class Reader:
                     and s.process.poll() is None]
         os.killpg(server.process.pid, signal.SIGINT)
         code = server.process.wait(timeout=30)
+        server.stopped()
+        self.stopped.append(server)
         self.servers.remove(server)
         return code
 
@@ -170,6 +183,7 @@ class Reader:
                 except subprocess.TimeoutExpired:
                     os.killpg(server.process.pid, signal.SIGKILL)
                     server.process.wait()
+            server.stopped()
 
     def __enter__(self) -> Reader:
         return self

@@ -86,6 +86,10 @@ def test_the_first_ten_minutes_on_a_fresh_machine(tmp_path: Path) -> None:
         for step in steps:
             if step.how in ("background", "restart"):
                 started = me.start(step, timeout=180)
+                if step.how == "restart":  # Ctrl-C stopped the one before, and cleanly
+                    stopped = me.stopped[-1]
+                    assert stopped.process.returncode in (0, 130), "".join(stopped.lines)
+                    assert not any("Traceback" in line for line in stopped.lines)
                 assert not any("Traceback" in line for line in started), "".join(started)
                 continue
             ran = me.run(step, timeout=1800 if "pip install" in step.text else 300)
