@@ -14,6 +14,7 @@ from toolmesh.cli import (
     config_cmd,
     demo,
     dialogs_cmd,
+    doctor,
     loop,
     mcp_cmd,
     serve,
@@ -69,6 +70,7 @@ def build_parser() -> Parser:
     dialogs_cmd.add_parser(commands)
     approvals_cmd.add_parser(commands)
     token_cmd.add_parser(commands)
+    doctor.add_parser(commands)
     completion.add_parser(commands, root=parser)
     return parser
 

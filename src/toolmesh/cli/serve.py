@@ -403,6 +403,10 @@ async def _run_parts(parts: tuple[str, ...], args: argparse.Namespace,
     providers: list[LLMProvider] = []
     try:
         log().info("bus: %s", mask_url(args.bus))
+        if len(parts) > 1:  # toolmesh serve: a word when trustgraph-cli's tg-* commands run here
+            from toolmesh.cli import script_shadows
+
+            script_shadows.notice(log())
         built = [await build(p, bus, args, stores, providers) for p in parts]
         for part in built:
             if isinstance(part, Service):
