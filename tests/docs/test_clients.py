@@ -119,9 +119,6 @@ def run_web_ui_check(lines: list[str]) -> None:
 
 
 @pytest.mark.slow
-# shell_blocks.Reader leaves a stopped server's stdout pipe to the garbage collector (reported
-# to its owner): its ResourceWarning is not this page's failure
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_the_page_runs_as_written(tmp_path: Path) -> None:
     if shutil.which("npx") is None:
         pytest.fail("the page's Inspector steps need Node's npx (docs/testing.md)",
