@@ -19,18 +19,39 @@ from toolmesh.bus.memory import new_memory_url
 RUN_MARKER = f"tmtest{uuid.uuid4().hex[:8]}"
 
 #: marks of tests that use a server every test process shares (a broker, a database)
-SHARED_SERVERS = ("rabbitmq", "postgres", "pulsar")
+SHARED_SERVERS = ("rabbitmq", "postgres")
 #: folders whose tests start whole deployments (fixed queue names, a broker restart) or use
 #: the shared servers through processes
-SHARED_FOLDERS = ("e2e", "deploy")
+SHARED_FOLDERS = ("e2e",)
+
+# The quick loop, `python -m pytest -m "not slow"` (docs/testing.md), leaves out what needs
+# more than Python and the test extra, or minutes of one core. A test is slow when it uses
+#: a broker or a database: these marks (pulsar: a pulsar-lite broker the tests start) ...
+SLOW_MARKS = (*SHARED_SERVERS, "pulsar")
+#: ... or asks for one of these fixtures: a browser (Playwright's Chromium), trustgraph-cli's
+#: venv, an npm server-everything, a broker by name ...
+SLOW_FIXTURES = ("page", "browser", "tg_bin", "everything", "pulsar_broker", *SHARED_SERVERS)
+#: ... or lives in a folder of the real model. Modules and tests that start a third-party
+#: server themselves (the MCP Inspector, oidc-provider, Prometheus) say ``pytest.mark.slow``.
+SLOW_FOLDERS = ("local_model",)
+
+
+def _is_slow(item: pytest.Item, folder: str) -> bool:
+    fixtures = getattr(item, "fixturenames", ())
+    return (folder in SLOW_FOLDERS
+            or any(item.get_closest_marker(m) for m in SLOW_MARKS)
+            or any(f in fixtures for f in SLOW_FIXTURES))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """With ``-n N --dist loadgroup``, the tests that share a server run one after another
-    on one worker; the others spread over the rest. Without xdist the mark does nothing."""
+    """Mark the slow tests (above); and with ``-n N --dist loadgroup``, run the tests that share
+    a server one after another on one worker, the real-model tests on another, the others
+    spread over the rest. Without xdist the groups do nothing."""
     for item in items:
         folder = item.path.relative_to(Path(__file__).parent).parts[0]
+        if _is_slow(item, folder):
+            item.add_marker(pytest.mark.slow)
         if folder == "local_model":  # one model server at a time: they share the CPU
             item.add_marker(pytest.mark.xdist_group("local-model"))
         elif (folder in SHARED_FOLDERS
@@ -38,6 +59,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
               # a test that asks for a server's fixture by name shares it too
               or any(f in getattr(item, "fixturenames", ()) for f in SHARED_SERVERS)):
             item.add_marker(pytest.mark.xdist_group("shared-servers"))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup`` handing out the real-model group first: it runs for minutes on one
+    worker, so it must start at once, not behind groups that merely have more tests."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class LongestFirst(LoadGroupScheduling):
+        _ordered = False
+
+        def _assign_work_unit(self, node: object) -> None:
+            if not self._ordered:  # the first assignment: the queue is complete
+                self._ordered = True
+                units = sorted(self.workqueue.items(), key=lambda u: u[0] != "local-model")
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)  # type: ignore[arg-type]
+
+    return LongestFirst(config, log)  # type: ignore[arg-type]
 
 
 @dataclass

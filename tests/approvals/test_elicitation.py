@@ -24,6 +24,9 @@ from toolmesh import RequestClient, RequestError
 from toolmesh.dialogs import DialogJournal, open_journal
 from toolmesh.llm import Rule, ScriptedLLM
 
+# slow (tests/conftest.py): the npm server-everything, on Node
+pytestmark = pytest.mark.slow
+
 on_memory = pytest.mark.parametrize("backend", ["memory"], indirect=True)
 FINISH = Rule(r"\nObservation: (?P<obs>.*?)\n\nYour reply", "Thought: done\nFinal Answer: {obs}")
 FORM = "Thought: ask them\nAction: ask-form\nArgs: {}"

@@ -26,6 +26,9 @@ from yarl import URL
 from tests.browser import Site, chromium, chromium_missing, serve_page
 from tests.servers import Served, toolmesh_serve
 
+# slow (tests/conftest.py): a real headless Chromium (Playwright)
+pytestmark = pytest.mark.slow
+
 if (_missing := chromium_missing()) is not None:
     pytest.skip(_missing, allow_module_level=True)
 

@@ -23,6 +23,9 @@ from toolmesh import RequestError
 from toolmesh.agent.loop import AgentOptions
 from toolmesh.llm import Rule, ScriptedLLM
 
+# slow (tests/conftest.py): the npm server-everything, on Node
+pytestmark = pytest.mark.slow
+
 #: the agent tests run on the memory bus only (the bus is covered elsewhere)
 on_memory = pytest.mark.parametrize("backend", ["memory"], indirect=True)
 FINISH = Rule(r"\nObservation: (?P<obs>.*?)\n\nYour reply", "Thought: done\nFinal Answer: {obs}")

@@ -22,6 +22,9 @@ from tests.mcp_oauth.protected_server import ProtectedServer
 from tests.mcp_oauth.stack import ADMIN, mcp_tool, oauth_item, person, put_items
 from tests.servers import Served, serving
 
+# slow (tests/conftest.py): the npm oidc-provider, on Node
+pytestmark = pytest.mark.slow
+
 if (_missing := missing_node()) is not None:
     pytest.skip(_missing, allow_module_level=True)
 

@@ -191,6 +191,7 @@ async def test_a_gateway_that_is_not_there_is_an_mcp_error_that_says_so(tmp_path
     assert raised.value.data == {"type": "gateway-unreachable"}
 
 
+@pytest.mark.slow  # the MCP Inspector, from npm
 async def test_the_inspector_cli_lists_and_calls_over_streamable_http(
         gateway: Served, tmp_path: Path) -> None:
     url = gateway.url + "mcp"
@@ -211,6 +212,7 @@ async def test_the_inspector_cli_lists_and_calls_over_streamable_http(
     assert "a valid bearer token is required" in refused.error()
 
 
+@pytest.mark.slow  # the MCP Inspector, from npm
 async def test_the_inspector_cli_lists_and_calls_through_the_stdio_bridge(
         gateway: Served, tmp_path: Path) -> None:
     command = [console_script(), "mcp", "serve", "--stdio", "-u", gateway.url]

@@ -24,6 +24,9 @@ from tests.mcp_oauth.protected_server import ProtectedServer
 from tests.mcp_oauth.stack import ADMIN, Dialog, mcp_tool, oauth_item, person, post, put_items
 from tests.servers import Served, serving
 
+# slow (tests/conftest.py): the npm oidc-provider (and Chromium), on Node
+pytestmark = pytest.mark.slow
+
 if (_missing := missing_node() or chromium_missing()) is not None:
     pytest.skip(_missing, allow_module_level=True)
 

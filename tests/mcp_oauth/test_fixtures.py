@@ -27,6 +27,9 @@ from tests.mcp_oauth.browserless import log_in, redirect_params
 from tests.mcp_oauth.protected_server import ProtectedServer
 from tests.mcp_oauth.tokens import REDIRECT_URI, TokenClient, TokenError
 
+# slow (tests/conftest.py): the npm oidc-provider (and Chromium), on Node
+pytestmark = pytest.mark.slow
+
 if (_missing := missing_node()) is not None:
     pytest.skip(_missing, allow_module_level=True)
 

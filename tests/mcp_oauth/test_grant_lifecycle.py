@@ -17,6 +17,9 @@ from tests.mcp_oauth.stack import ADMIN, login_command, mcp_tool, oauth_item, pe
 from tests.mcp_oauth.test_workspace_grants import MACHINE
 from tests.servers import Served, serving
 
+# slow (tests/conftest.py): the npm oidc-provider, on Node
+pytestmark = pytest.mark.slow
+
 if (_missing := missing_node()) is not None:
     pytest.skip(_missing, allow_module_level=True)
 

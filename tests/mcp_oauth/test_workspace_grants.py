@@ -25,6 +25,9 @@ from tests.mcp_oauth.stack import (
 )
 from tests.servers import Served, serving
 
+# slow (tests/conftest.py): the npm oidc-provider, on Node
+pytestmark = pytest.mark.slow
+
 if (_missing := missing_node()) is not None:
     pytest.skip(_missing, allow_module_level=True)
 

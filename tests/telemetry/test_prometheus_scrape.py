@@ -82,6 +82,7 @@ async def value(prom: Prometheus, expr: str) -> float:
 
 # --- toolmesh serve ---------------------------------------------------------------------------
 
+@pytest.mark.slow  # a real Prometheus
 async def test_prometheus_reads_what_served_dialogs_did(tmp_path: Path) -> None:
     """Three dialogs through ``toolmesh serve``'s gateway, scraped at its /metrics."""
     port = free_port()  # Prometheus first: its first scrape comes ~5 s after it starts
@@ -166,6 +167,7 @@ def write_token(path: Path, token: str) -> None:
     scratch.replace(path)
 
 
+@pytest.mark.slow  # a real Prometheus
 async def test_a_guarded_gateway_is_scraped_with_a_metrics_read_token(tmp_path: Path) -> None:
     port = free_port()
     folder = tmp_path / "prometheus"
@@ -261,6 +263,7 @@ async def deployment(tmp_path: Path, ports: dict[str, int],
 
 
 @pytest.mark.rabbitmq
+@pytest.mark.slow  # a real Prometheus
 async def test_each_part_reports_its_own_work(deployment: str, prom: Prometheus) -> None:
     gateway = deployment
     jobs = (*METRICS_PARTS, "gateway")
