@@ -83,8 +83,8 @@ async def keys(served: Served, type: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def serving(data_dir: Path, *extra: str, cwd: Path | None = None,
-            as_user: bool = False) -> Iterator[Served]:
+def serving(data_dir: Path, *extra: str, cwd: Path | None = None, as_user: bool = False,
+            extra_env: dict[str, str] | None = None) -> Iterator[Served]:
     """``toolmesh serve --port 0`` for the tests of a module (a synchronous context, so a
     module-scoped fixture can share one server among its tests); stops it on exit."""
     import subprocess
@@ -96,8 +96,8 @@ def serving(data_dir: Path, *extra: str, cwd: Path | None = None,
     command = [console_script()] if as_user else [sys.executable, "-m", "toolmesh.cli.main"]
     proc = subprocess.Popen(
         [*command, "serve", "--port", "0", "--config-store", str(data_dir / "config.db"), *extra],
-        env={**env(), "TOOLMESH_DATA_DIR": str(data_dir)}, cwd=cwd, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        env={**env(), "TOOLMESH_DATA_DIR": str(data_dir), **(extra_env or {})}, cwd=cwd,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     lines: list[str] = []
     url: str | None = None

@@ -1,22 +1,47 @@
 """toolmesh as an MCP server, to a client it did not write: the ``mcp`` SDK's own client over
-streamable HTTP against a real ``toolmesh serve`` (the joke service announces tell-joke)."""
+streamable HTTP against a real ``toolmesh serve`` (the joke service announces tell-joke).
+
+Two servers serve the module's tests (one without a token, one with the admin token
+:data:`ADMIN`): the tests only add what they name themselves (a tool of their own name, an
+item of another workspace, tokens of their own), so they may share one.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
 import mcp_types
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.dialogs.test_embedded_restart import _offered
+from tests.gateway.test_scoped_tokens import ADMIN, create
 from tests.processes import run_toolmesh
-from tests.servers import toolmesh_serve
+from tests.servers import Served, serving, toolmesh_serve
+
+# one worker runs the module, so each server below starts once
+pytestmark = pytest.mark.xdist_group("mcp-endpoint")
+
+
+@pytest.fixture(scope="module")
+def open_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``toolmesh serve`` without a gateway token."""
+    with serving(tmp_path_factory.mktemp("endpoint-open")) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def with_token(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``toolmesh serve`` with the gateway token :data:`ADMIN`."""
+    with serving(tmp_path_factory.mktemp("endpoint-with-token"),
+                 extra_env={"TOOLMESH_GATEWAY_TOKEN": ADMIN}) as served:
+        yield served
 
 
 @asynccontextmanager
@@ -29,14 +54,14 @@ async def mcp_session(url: str, token: str | None = None) -> AsyncIterator[Clien
         yield session
 
 
-async def test_an_mcp_client_lists_and_calls_the_workspaces_tools(tmp_path: Path) -> None:
-    async with toolmesh_serve(tmp_path) as served:
-        await _offered(served.url, "tell-joke")
-        async with mcp_session(served.url + "mcp") as session:
-            listed = await session.list_tools()
-            joke = await session.call_tool("tell-joke", {"topic": "cats"})
-            wrong = await session.call_tool("tell-joke", {"topic": 7})
-            unknown = await session.call_tool("no-such-tool", {})
+async def test_an_mcp_client_lists_and_calls_the_workspaces_tools(open_served: Served) -> None:
+    served = open_served
+    await _offered(served.url, "tell-joke")
+    async with mcp_session(served.url + "mcp") as session:
+        listed = await session.list_tools()
+        joke = await session.call_tool("tell-joke", {"topic": "cats"})
+        wrong = await session.call_tool("tell-joke", {"topic": 7})
+        unknown = await session.call_tool("no-such-tool", {})
     [tool] = [t for t in listed.tools if t.name == "tell-joke"]
     assert tool.input_schema["properties"]["topic"]["type"] == "string"
     assert tool.input_schema["required"] == ["topic"]
@@ -46,62 +71,59 @@ async def test_an_mcp_client_lists_and_calls_the_workspaces_tools(tmp_path: Path
 
 
 async def test_a_config_change_is_told_to_the_session_and_the_new_list_shows_it(
-        tmp_path: Path) -> None:
+        open_served: Served) -> None:
+    served = open_served
     changed = asyncio.Event()
 
     async def on_message(message: object) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
             changed.set()
 
-    async with toolmesh_serve(tmp_path) as served:
-        await _offered(served.url, "tell-joke")
-        headers: dict[str, str] = {}
-        async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
-                streamable_http_client(served.url + "mcp", http_client=http) as (read, write, *_), \
-                ClientSession(read, write, message_handler=on_message) as session:
-            await session.initialize()
-            before = {t.name for t in (await session.list_tools()).tools}
-            code, _, err = await run_toolmesh(
-                "config", "put", "tool/shout", "--url", served.url, stdin_text=json.dumps({
-                    "type": "text-completion", "name": "shout",
-                    "description": "Say it louder",
-                    "arguments": [{"name": "text", "type": "string",
-                                   "description": "what to say"}]}))
-            assert code == 0, err
-            async with asyncio.timeout(20):
-                await changed.wait()
-            after = {t.name for t in (await session.list_tools()).tools}
+    await _offered(served.url, "tell-joke")
+    headers: dict[str, str] = {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            streamable_http_client(served.url + "mcp", http_client=http) as (read, write, *_), \
+            ClientSession(read, write, message_handler=on_message) as session:
+        await session.initialize()
+        before = {t.name for t in (await session.list_tools()).tools}
+        code, _, err = await run_toolmesh(
+            "config", "put", "tool/shout", "--url", served.url, stdin_text=json.dumps({
+                "type": "text-completion", "name": "shout",
+                "description": "Say it louder",
+                "arguments": [{"name": "text", "type": "string",
+                               "description": "what to say"}]}))
+        assert code == 0, err
+        async with asyncio.timeout(20):
+            await changed.wait()
+        after = {t.name for t in (await session.list_tools()).tools}
     assert "shout" not in before and after == before | {"shout"}
 
 
-async def test_tokens_decide_what_a_client_may_list_call_and_reach(tmp_path: Path) -> None:
-    from tests.gateway.test_scoped_tokens import ADMIN, create
-
-    env = {"TOOLMESH_GATEWAY_TOKEN": ADMIN}
-    async with toolmesh_serve(tmp_path, extra_env=env) as served:
-        await _offered_with(served.url, "tell-joke", ADMIN)
-        invoker = await create(served, "-w", "default", "-c", "tools:invoke")
-        reader = await create(served, "-w", "default", "-c", "agent,config:read")
-        elsewhere = await create(served, "-w", "ws2", "-c", "tools:invoke")
-        async with mcp_session(served.url + "mcp", invoker) as session:
-            allowed = await session.list_tools()
-            called = await session.call_tool("tell-joke", {"topic": "food"})
-        async with mcp_session(served.url + "mcp", reader) as session:
-            hidden = await session.list_tools()
-            refused = await session.call_tool("tell-joke", {"topic": "food"})
-        async with httpx2.AsyncClient(timeout=10) as http:
-            anonymous = await http.post(served.url + "mcp", json=INITIALIZE,
-                                        headers=MCP_HEADERS)
-            wrong = await http.post(served.url + "mcp", json=INITIALIZE,
-                                    headers={**MCP_HEADERS, "Authorization": "Bearer nope"})
-            other = await http.post(served.url + "mcp/default", json=INITIALIZE,
-                                    headers={**MCP_HEADERS,
-                                             "Authorization": f"Bearer {elsewhere}"})
-            page = await http.post(served.url + "mcp", json=INITIALIZE,
-                                   headers={**MCP_HEADERS, "Origin": "https://evil.example",
-                                            "Authorization": f"Bearer {invoker}"})
-        async with mcp_session(served.url + "mcp", elsewhere) as session:
-            own = await session.list_tools()  # ws2 has no tools: nothing of default's
+async def test_tokens_decide_what_a_client_may_list_call_and_reach(with_token: Served) -> None:
+    served = with_token
+    await _offered_with(served.url, "tell-joke", ADMIN)
+    invoker = await create(served, "-w", "default", "-c", "tools:invoke")
+    reader = await create(served, "-w", "default", "-c", "agent,config:read")
+    elsewhere = await create(served, "-w", "ws2", "-c", "tools:invoke")
+    async with mcp_session(served.url + "mcp", invoker) as session:
+        allowed = await session.list_tools()
+        called = await session.call_tool("tell-joke", {"topic": "food"})
+    async with mcp_session(served.url + "mcp", reader) as session:
+        hidden = await session.list_tools()
+        refused = await session.call_tool("tell-joke", {"topic": "food"})
+    async with httpx2.AsyncClient(timeout=10) as http:
+        anonymous = await http.post(served.url + "mcp", json=INITIALIZE,
+                                    headers=MCP_HEADERS)
+        wrong = await http.post(served.url + "mcp", json=INITIALIZE,
+                                headers={**MCP_HEADERS, "Authorization": "Bearer nope"})
+        other = await http.post(served.url + "mcp/default", json=INITIALIZE,
+                                headers={**MCP_HEADERS,
+                                         "Authorization": f"Bearer {elsewhere}"})
+        page = await http.post(served.url + "mcp", json=INITIALIZE,
+                               headers={**MCP_HEADERS, "Origin": "https://evil.example",
+                                        "Authorization": f"Bearer {invoker}"})
+    async with mcp_session(served.url + "mcp", elsewhere) as session:
+        own = await session.list_tools()  # ws2 has no tools: nothing of default's
     assert "tell-joke" in {t.name for t in allowed.tools} and not called.is_error
     assert hidden.tools == [] and refused.is_error and "tools:invoke" in refused.content[0].text
     assert (anonymous.status_code, wrong.status_code) == (401, 401)
@@ -128,9 +150,9 @@ async def _offered_with(url: str, tool: str, token: str) -> None:
 
 
 async def test_a_client_without_a_token_is_told_where_to_learn_how_to_authenticate(
-        tmp_path: Path) -> None:
-    async with toolmesh_serve(tmp_path, extra_env={"TOOLMESH_GATEWAY_TOKEN": "s3cret-admin"}) \
-            as served, httpx2.AsyncClient(timeout=10) as http:
+        with_token: Served) -> None:
+    served = with_token
+    async with httpx2.AsyncClient(timeout=10) as http:
         refused = await http.post(served.url + "mcp", json=INITIALIZE, headers=MCP_HEADERS)
         challenge = refused.headers["WWW-Authenticate"]
         where = challenge.split('resource_metadata="', 1)[1].rstrip('"')
@@ -142,18 +164,18 @@ async def test_a_client_without_a_token_is_told_where_to_learn_how_to_authentica
 
 
 async def test_a_workspace_imports_anothers_tools_through_toolmesh_as_an_mcp_server(
-        tmp_path: Path) -> None:
+        open_served: Served) -> None:
     """toolmesh's own MCP client pointed at toolmesh: workspace ``b`` has an mcp item whose
     server is ``/mcp/default`` of the same deployment, and calls default's tell-joke with it."""
-    async with toolmesh_serve(tmp_path) as served:
-        await _offered(served.url, "tell-joke")
-        code, _, err = await run_toolmesh(
-            "config", "put", "mcp/home", "-w", "b", "--url", served.url,
-            stdin_text=json.dumps({"url": served.url + "mcp/default",
-                                   "remote-name": "tell-joke"}))
-        assert code == 0, err
-        code, out, err = await run_toolmesh("mcp", "invoke", "home", "-w", "b",
-                                            "-P", '{"topic": "food"}', "--url", served.url)
+    served = open_served
+    await _offered(served.url, "tell-joke")
+    code, _, err = await run_toolmesh(
+        "config", "put", "mcp/home", "-w", "b", "--url", served.url,
+        stdin_text=json.dumps({"url": served.url + "mcp/default",
+                               "remote-name": "tell-joke"}))
+    assert code == 0, err
+    code, out, err = await run_toolmesh("mcp", "invoke", "home", "-w", "b",
+                                        "-P", '{"topic": "food"}', "--url", served.url)
     assert code == 0, err
     assert out.startswith("Hey trustgraph! ")
 
@@ -176,28 +198,26 @@ async def test_a_streaming_services_pieces_come_as_progress_then_the_whole(
     assert spelled.content[0].text == "toolmesh" and quiet.content[0].text == "mcp"
 
 
-async def test_a_session_is_the_token_that_opened_it(tmp_path: Path) -> None:
-    from tests.gateway.test_scoped_tokens import ADMIN, create
-
-    async with toolmesh_serve(tmp_path, extra_env={"TOOLMESH_GATEWAY_TOKEN": ADMIN}) as served:
-        one = await create(served, "-w", "default", "-c", "tools:invoke")
-        other = await create(served, "-w", "default", "-c", "tools:invoke")
-        async with httpx2.AsyncClient(timeout=10) as http:
-            opened = await http.post(served.url + "mcp", json=INITIALIZE,
-                                     headers={**MCP_HEADERS, "Authorization": f"Bearer {one}"})
-            session = opened.headers["mcp-session-id"]
-            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-            borrowed = await http.post(served.url + "mcp", json=listing, headers={
-                **MCP_HEADERS, "Authorization": f"Bearer {other}", "mcp-session-id": session,
-                "mcp-protocol-version": "2025-06-18"})
-            own = await http.post(served.url + "mcp", json=listing, headers={
-                **MCP_HEADERS, "Authorization": f"Bearer {one}", "mcp-session-id": session,
-                "mcp-protocol-version": "2025-06-18"})
-            calling = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                       "params": {"name": "tell-joke", "arguments": {"topic": "food"}}}
-            borrowed_call = await http.post(served.url + "mcp", json=calling, headers={
-                **MCP_HEADERS, "Authorization": f"Bearer {other}", "mcp-session-id": session,
-                "mcp-protocol-version": "2025-11-25"})
+async def test_a_session_is_the_token_that_opened_it(with_token: Served) -> None:
+    served = with_token
+    one = await create(served, "-w", "default", "-c", "tools:invoke")
+    other = await create(served, "-w", "default", "-c", "tools:invoke")
+    async with httpx2.AsyncClient(timeout=10) as http:
+        opened = await http.post(served.url + "mcp", json=INITIALIZE,
+                                 headers={**MCP_HEADERS, "Authorization": f"Bearer {one}"})
+        session = opened.headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        borrowed = await http.post(served.url + "mcp", json=listing, headers={
+            **MCP_HEADERS, "Authorization": f"Bearer {other}", "mcp-session-id": session,
+            "mcp-protocol-version": "2025-06-18"})
+        own = await http.post(served.url + "mcp", json=listing, headers={
+            **MCP_HEADERS, "Authorization": f"Bearer {one}", "mcp-session-id": session,
+            "mcp-protocol-version": "2025-06-18"})
+        calling = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                   "params": {"name": "tell-joke", "arguments": {"topic": "food"}}}
+        borrowed_call = await http.post(served.url + "mcp", json=calling, headers={
+            **MCP_HEADERS, "Authorization": f"Bearer {other}", "mcp-session-id": session,
+            "mcp-protocol-version": "2025-11-25"})
     assert opened.status_code == 200
     assert borrowed.status_code in (403, 404) and "tell-joke" not in borrowed.text
     assert borrowed_call.status_code in (403, 404) and "result" not in borrowed_call.text
@@ -205,40 +225,42 @@ async def test_a_session_is_the_token_that_opened_it(tmp_path: Path) -> None:
 
 
 async def test_a_2026_07_28_client_calls_and_hears_of_changes_to_its_workspace_only(
-        tmp_path: Path) -> None:
+        open_served: Served) -> None:
     """The revision without sessions: each request one POST; changes come on the client's
     ``subscriptions/listen`` stream — for its own workspace, not another's."""
     from mcp import Client
 
-    async with toolmesh_serve(tmp_path) as served:
-        await _offered(served.url, "tell-joke")
-        async with Client(served.url + "mcp", mode="2026-07-28") as client, \
-                Client(served.url + "mcp/other", mode="2026-07-28") as other:
-            joke = await client.call_tool("tell-joke", {"topic": "food"})
-            async with client.listen(tools_list_changed=True) as mine, \
-                    other.listen(tools_list_changed=True) as theirs:
-                code, _, err = await run_toolmesh(
-                    "config", "put", "tool/shout", "--url", served.url, stdin_text=json.dumps({
-                        "type": "text-completion", "name": "shout",
-                        "description": "Say it louder", "arguments": [
-                            {"name": "text", "type": "string", "description": "what"}]}))
-                assert code == 0, err
-                async with asyncio.timeout(20):
-                    event = await anext(aiter(mine))
-                heard = asyncio.ensure_future(anext(aiter(theirs)))
-                await asyncio.sleep(0.5)  # the other workspace's stream stays quiet
-                assert not heard.done()
-                heard.cancel()
-            listed = {t.name for t in (await client.list_tools()).tools}
+    served = open_served
+    await _offered(served.url, "tell-joke")
+    async with Client(served.url + "mcp", mode="2026-07-28") as client, \
+            Client(served.url + "mcp/other", mode="2026-07-28") as other:
+        joke = await client.call_tool("tell-joke", {"topic": "food"})
+        async with client.listen(tools_list_changed=True) as mine, \
+                other.listen(tools_list_changed=True) as theirs:
+            code, _, err = await run_toolmesh(
+                "config", "put", "tool/murmur", "--url", served.url, stdin_text=json.dumps({
+                    "type": "text-completion", "name": "murmur",
+                    "description": "Say it softly", "arguments": [
+                        {"name": "text", "type": "string", "description": "what"}]}))
+            assert code == 0, err
+            async with asyncio.timeout(20):
+                event = await anext(aiter(mine))
+            heard = asyncio.ensure_future(anext(aiter(theirs)))
+            await asyncio.sleep(0.5)  # the other workspace's stream stays quiet
+            assert not heard.done()
+            heard.cancel()
+        listed = {t.name for t in (await client.list_tools()).tools}
     assert not joke.is_error and joke.content[0].text.startswith("Hey trustgraph! ")
     assert type(event).__name__ == "ToolsListChanged"
-    assert "shout" in listed
+    assert "murmur" in listed
 
 
+@pytest.mark.slow  # the npm server-everything
 async def test_a_proxied_mcp_servers_tool_is_called_through_mcp_and_the_stdio_bridge(
         tmp_path: Path) -> None:
     """An MCP server behind toolmesh (server-everything, from npm) offers its tool to MCP
-    clients in front of it: the SDK's client at /mcp, and through ``toolmesh mcp serve``."""
+    clients in front of it: the SDK's client at /mcp, and through ``toolmesh mcp serve``.
+    A server of its own: the items it adds point at a server that ends with the test."""
     from tests.mcp.everything import running_everything
     from tests.mcp_endpoint.test_stdio_bridge import bridge
 
