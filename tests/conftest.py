@@ -24,15 +24,18 @@ SHARED_SERVERS = ("rabbitmq", "postgres")
 #: the shared servers through processes
 SHARED_FOLDERS = ("e2e",)
 
-# The quick loop, `python -m pytest -m "not slow"` (docs/testing.md), leaves out what needs
-# more than Python and the test extra, or minutes of one core. A test is slow when it uses
-#: a broker or a database: these marks (pulsar: a pulsar-lite broker the tests start) ...
+# The quick loop, `python -m pytest -m "not slow"` (docs/testing.md), leaves out the tests
+# marked `slow`: those that need more than Python and the test extra, and those that take
+# seconds each. This hook marks a test slow when it
+#   - carries one of SLOW_MARKS (a broker or the database; pulsar: a pulsar-lite the tests start),
+#   - asks for one of SLOW_FIXTURES (a browser, trustgraph-cli's venv, server-everything from
+#     npm, a broker by name), or
+#   - lives in one of SLOW_FOLDERS (the real model).
+# Modules and tests that start a third-party server themselves (the MCP Inspector,
+# oidc-provider, Prometheus), or run whole deployments of processes for seconds, carry
+# `pytest.mark.slow` with a comment saying which.
 SLOW_MARKS = (*SHARED_SERVERS, "pulsar")
-#: ... or asks for one of these fixtures: a browser (Playwright's Chromium), trustgraph-cli's
-#: venv, an npm server-everything, a broker by name ...
 SLOW_FIXTURES = ("page", "browser", "tg_bin", "everything", "pulsar_broker", *SHARED_SERVERS)
-#: ... or lives in a folder of the real model. Modules and tests that start a third-party
-#: server themselves (the MCP Inspector, oidc-provider, Prometheus) say ``pytest.mark.slow``.
 SLOW_FOLDERS = ("local_model",)
 
 
@@ -59,6 +62,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
               # a test that asks for a server's fixture by name shares it too
               or any(f in getattr(item, "fixturenames", ()) for f in SHARED_SERVERS)):
             item.add_marker(pytest.mark.xdist_group("shared-servers"))
+        elif not item.get_closest_marker("xdist_group") and _uses_a_module_fixture(item):
+            # set up once: the module's tests on one worker
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test asks for a module- or package-scoped fixture (a served toolmesh,
+    say): spread over workers, each would set it up again."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        defs and defs[-1].scope in ("module", "package") for defs in info.name2fixturedefs.values())
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:

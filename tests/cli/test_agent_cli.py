@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import pytest_asyncio
 
 from tests.cli.test_config_cli import script
 from tests.processes import ROOT, run_toolmesh
@@ -18,10 +19,13 @@ from toolmesh.tools.services.joke import pick_joke
 
 EXAMPLES = ROOT / "examples" / "joke"
 
+# The tests only ask: one server (and one event loop) for the module.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    async with toolmesh_serve(tmp_path) as s:
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+    async with toolmesh_serve(tmp_path_factory.mktemp("agent-cli")) as s:
         u = ["-u", s.url]
         for item, file in [("tool-service/joke-service", "joke-service.json"),
                            ("tool/tell-joke", "tell-joke.json")]:

@@ -25,10 +25,6 @@ from tests.gateway.test_scoped_tokens import ADMIN, create
 from tests.processes import run_toolmesh
 from tests.servers import Served, serving, toolmesh_serve
 
-# one worker runs the module, so each server below starts once
-pytestmark = pytest.mark.xdist_group("mcp-endpoint")
-
-
 @pytest.fixture(scope="module")
 def open_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """``toolmesh serve`` without a gateway token."""
