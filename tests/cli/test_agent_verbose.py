@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from tests.processes import ROOT, run_toolmesh
 from tests.servers import Served, toolmesh_serve
@@ -47,9 +48,14 @@ async def dialog_server(data_dir: Path, *, dialogs: int) -> AsyncIterator[Served
         yield s
 
 
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    async with dialog_server(tmp_path, dialogs=3) as s:
+# One server (and one event loop) for the module: its scripted LLM plays DIALOG once for each
+# of the module's three dialogs, in whichever order they come.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+    async with dialog_server(tmp_path_factory.mktemp("verbose"), dialogs=3) as s:
         yield s
 
 
