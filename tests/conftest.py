@@ -18,11 +18,9 @@ from toolmesh.bus.memory import new_memory_url
 #: every queue and exchange a test run creates on a shared broker carries this marker
 RUN_MARKER = f"tmtest{uuid.uuid4().hex[:8]}"
 
-#: marks of tests that use a server every test process shares (a broker, a database)
+#: marks of tests that use a server every test process shares (a broker, a database): they run
+#: one after another (tests/e2e restarts RabbitMQ; some tests count its connections)
 SHARED_SERVERS = ("rabbitmq", "postgres")
-#: folders whose tests start whole deployments (fixed queue names, a broker restart) or use
-#: the shared servers through processes
-SHARED_FOLDERS = ("e2e",)
 
 # The quick loop, `python -m pytest -m "not slow"` (docs/testing.md), leaves out the tests
 # marked `slow`: those that need more than Python and the test extra, and those that take
@@ -57,8 +55,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if folder == "local_model":  # one model server at a time: they share the CPU
             item.add_marker(pytest.mark.xdist_group("local-model"))
-        elif (folder in SHARED_FOLDERS
-              or any(item.get_closest_marker(m) for m in SHARED_SERVERS)
+        elif (any(item.get_closest_marker(m) for m in SHARED_SERVERS)
               # a test that asks for a server's fixture by name shares it too
               or any(f in getattr(item, "fixturenames", ()) for f in SHARED_SERVERS)):
             item.add_marker(pytest.mark.xdist_group("shared-servers"))
