@@ -30,8 +30,9 @@ SHARED_SERVERS = ("rabbitmq", "postgres")
 #     npm, a broker by name), or
 #   - lives in one of SLOW_FOLDERS (the real model).
 # Modules and tests that start a third-party server themselves (the MCP Inspector,
-# oidc-provider, Prometheus), or run whole deployments of processes for seconds, carry
-# `pytest.mark.slow` with a comment saying which.
+# oidc-provider, Prometheus) carry `pytest.mark.slow` with a comment saying which; so do the
+# tests measured at 2.5 s or more on an idle 2-core machine (`--durations`, docs/testing.md:
+# mostly real `toolmesh serve` processes driven end to end), "seconds, measured".
 SLOW_MARKS = (*SHARED_SERVERS, "pulsar")
 SLOW_FIXTURES = ("page", "browser", "tg_bin", "everything", "pulsar_broker", *SHARED_SERVERS)
 SLOW_FOLDERS = ("local_model",)

@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.agent.stack import agent_stack, answer_of
 from tests.agent.steady_llm import SteadyLLM
 from tests.conftest import Backend
@@ -17,6 +19,7 @@ LINE = "The quick brown fox jumps over the lazy dog, and then it does so again. 
 LONG_ANSWER = "\n".join(f"{i}. {(LINE * 2).strip()}" for i in range(7_000))
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_trivial_dialog_finishes_while_a_1_mb_answer_streams(tmp_path: Path) -> None:
     """Before, the agent re-read the whole text on every chunk; it fell behind the model, and
     parsed the chunks that piled up meanwhile in one go while every other dialog waited: the

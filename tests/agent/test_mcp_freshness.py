@@ -4,8 +4,10 @@ cut — through the whole stack on the memory bus, with real MCP server processe
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
+import time
+
+import pytest
 
 from tests.agent.stack import Stack, agent_stack, observations
 from tests.conftest import Backend
@@ -38,6 +40,7 @@ def use_schemas(s: Stack, **options: object) -> McpSchemas:
     return schemas
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_schema_changed_by_a_restart_is_read_again_once_the_server_refuses_a_call(
         memory: Backend, tmp_path: Path) -> None:
     # The LLM goes by what it is shown: the stale schema says 'town', so it sends 'town'.
@@ -57,6 +60,7 @@ async def test_a_schema_changed_by_a_restart_is_read_again_once_the_server_refus
     assert "- city (string" in fresh and "- town (string" not in fresh  # after the refusal
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_schema_is_read_again_after_its_ttl(memory: Backend, tmp_path: Path) -> None:
     llm = ScriptedLLM(default=DONE)
     clock = Clock()
@@ -100,6 +104,7 @@ async def test_list_changed_makes_a_new_tool_available_at_once(
     assert extra.unavailable is None
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_server_that_never_answers_costs_one_budget_once(
         memory: Backend, tmp_path: Path) -> None:
     llm = ScriptedLLM(default=DONE)

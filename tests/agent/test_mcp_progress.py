@@ -27,6 +27,7 @@ async def server() -> AsyncIterator[ServerProcess]:
         yield s
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 @pytest.mark.parametrize("streaming", [True, False])
 async def test_progress_messages_come_between_the_action_and_its_observation(
         memory: Backend, tmp_path: Path, server: ServerProcess, streaming: bool) -> None:
@@ -54,6 +55,7 @@ async def test_progress_messages_come_between_the_action_and_its_observation(
     assert "step 1" not in llm.prompts[-1][1]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_without_progress_the_tool_timeout_holds(
         memory: Backend, tmp_path: Path, server: ServerProcess) -> None:
     llm = ScriptedLLM(['Thought: count it\nAction: counter\nArgs: {"steps": 1, "interval": 2}'],

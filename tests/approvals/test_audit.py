@@ -88,6 +88,7 @@ async def waiting_for(server: Served, s: Socket, recipient: str) -> dict[str, An
     return await s.request()
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_each_face_records_its_approver_whatever_the_client_claims(
         served: tuple[Served, Mailer]) -> None:
     server, mailer = served
@@ -177,6 +178,7 @@ async def test_each_face_records_its_approver_whatever_the_client_claims(
                   decision="deny") == 1.0
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_an_expired_request_has_no_approver_and_says_so(tmp_path: Path) -> None:
     mail = tmp_path / "mail"
     mail.mkdir()
@@ -201,6 +203,7 @@ async def test_an_expired_request_has_no_approver_and_says_so(tmp_path: Path) ->
     assert listed[0] == 0 and "nothing waits" in listed[2]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_an_approval_through_mcp_is_logged_and_counted_with_its_face(
         tmp_path: Path) -> None:
     from tests.dialogs.test_embedded_restart import _offered

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_approvals_cli import listed, waiting
 from tests.dialogs.test_embedded_restart import _offered
 from tests.gateway.test_approvals_route import socket
@@ -32,6 +34,7 @@ def test_the_example_is_tell_joke_with_approval_always_and_the_docs_use_it() -> 
     assert "mailer" not in docs  # the example needs no service that is not shipped
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_example_asks_on_every_face(tmp_path: Path) -> None:
     from tests.mcp_endpoint.test_mcp_approval import Person, session, yes
 

@@ -26,6 +26,7 @@ def tool(name: str, mcp: str, **extra: Any) -> dict[str, Any]:
     return {"type": "mcp-tool", "name": name, "mcp-tool": mcp, "description": name, **extra}
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 @on_memory
 async def test_a_tool_its_server_calls_destructive_asks_and_a_read_only_one_does_not(
         backend: Backend, tmp_path: Path) -> None:
@@ -57,6 +58,7 @@ async def test_a_tool_its_server_calls_destructive_asks_and_a_read_only_one_does
     assert stats["removed"] == ["a.txt"]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 @on_memory
 async def test_the_mcp_items_policy_overrides_the_annotations_and_the_tools_overrides_both(
         backend: Backend, tmp_path: Path) -> None:

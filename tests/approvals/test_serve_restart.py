@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tests.dialogs.test_embedded_restart import SERVICES, QUESTION, _dialogs, _offered
 from tests.servers import toolmesh_serve
@@ -32,6 +33,7 @@ async def _waiting(http: aiohttp.ClientSession, url: str) -> list[dict[str, Any]
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_dialog_waiting_for_approval_survives_a_killed_serve(tmp_path: Path) -> None:
     mail = tmp_path / "mail"
     mail.mkdir()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.approvals.test_serve_restart import ARGS, _approvals, _waiting
 from tests.dialogs.test_embedded_restart import QUESTION, SERVICES, _dialogs, _offered
@@ -37,6 +38,7 @@ async def _logged(served: Served, text: str) -> None:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_stop_lets_a_dialog_waiting_for_a_person_go_and_the_restart_takes_it_up(
         tmp_path: Path) -> None:
     mail = tmp_path / "mail"
@@ -82,6 +84,7 @@ async def test_a_stop_lets_a_dialog_waiting_for_a_person_go_and_the_restart_take
     assert (mail / "attempts.log").read_text().split() == [after["call"]]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_stop_still_drains_a_dialog_whose_call_runs(tmp_path: Path) -> None:
     mail = tmp_path / "mail"
     mail.mkdir()

@@ -34,6 +34,7 @@ async def put_tools(url: str) -> None:
         assert code == 0, err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_verbose_shows_the_tools_a_step_was_shown_and_why(tmp_path: Path) -> None:
     script = tmp_path / "llm.json"
     script.write_text(json.dumps({"responses": [
@@ -49,6 +50,7 @@ async def test_verbose_shows_the_tools_a_step_was_shown_and_why(tmp_path: Path) 
     assert err.index("🧰") < err.index("🔧 tell-joke")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_cut_answer_is_marked_and_exits_3(tmp_path: Path) -> None:
     long = " ".join(f"w{i}" for i in range(400))
     async with OpenAITestServer(default=Answer(text=f"Thought: ok\nFinal Answer: {long}")) \
@@ -107,6 +109,7 @@ def word_vector(text: str) -> list[float]:
     return [x, y, 0.01]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_embeddings_from_the_llms_server_rank_what_no_word_matches(
         tmp_path: Path) -> None:
     """``--tool-selection embeddings``: the question shares no word with any tool (BM25 has

@@ -83,6 +83,7 @@ async def listed(served: Served) -> list[dict[str, str]]:
     return json.loads(out)["approvals"]  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_agent_asks_and_y_approves_the_call(served: tuple[Served, Mailer]) -> None:
     server, mailer = served
     code, out, err = await run_toolmesh("agent", ask("bob"), "-u", server.url,
@@ -94,6 +95,7 @@ async def test_agent_asks_and_y_approves_the_call(served: tuple[Served, Mailer])
     assert len(mailer.attempts()) == 1 and mailer.sent() == ["to bob"]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_agent_anything_but_yes_denies_and_the_tool_does_not_run(
         served: tuple[Served, Mailer]) -> None:
     server, mailer = served
@@ -108,6 +110,7 @@ async def test_agent_anything_but_yes_denies_and_the_tool_does_not_run(
     assert mailer.attempts() == [] and mailer.sent() == []
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_agent_with_nothing_on_stdin_says_how_to_answer_and_waits(
         served: tuple[Served, Mailer]) -> None:
     server, mailer = served
@@ -131,6 +134,7 @@ async def test_agent_with_nothing_on_stdin_says_how_to_answer_and_waits(
     assert mailer.attempts() == [request["call"]] and mailer.sent() == ["to dave"]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_agent_answered_from_elsewhere_ends_while_its_prompt_waits(
         served: tuple[Served, Mailer]) -> None:
     """A person at the terminal who never answers: the dialog answered meanwhile (another
@@ -152,6 +156,7 @@ async def test_agent_answered_from_elsewhere_ends_while_its_prompt_waits(
     assert mailer.attempts() == [request["call"]]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_approvals_list_approve_and_deny(served: tuple[Served, Mailer]) -> None:
     server, mailer = served
     u = ("-u", server.url)

@@ -73,6 +73,7 @@ async def watch(served: Served) -> Watch:
     return Watch(process)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_watch_answers_each_request_as_it_comes(tmp_path: Path) -> None:
     mail = tmp_path / "mail"
     mail.mkdir()
@@ -131,6 +132,7 @@ async def test_a_watch_answers_each_request_as_it_comes(tmp_path: Path) -> None:
     assert "✔ approved by local over REST" in shown[ask("hal")]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_answers_piped_in_are_used_and_the_watch_ends_with_them(
         served: tuple[Served, Mailer]) -> None:
     server, mailer = served

@@ -341,6 +341,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
         yield s
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_config_show_and_tg_show_config_into_a_closed_pipe(served: Served) -> None:
     tg_show_config = shutil.which("tg-show-config")
     assert TOOLMESH is not None and tg_show_config is not None

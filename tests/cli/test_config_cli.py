@@ -19,6 +19,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
         yield s
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_put_get_list_show_delete(served: Served, tmp_path: Path) -> None:
     (tmp_path / "joke-service.json").write_text(JOKE_SERVICE)
     (tmp_path / "tell-joke.json").write_text(TELL_JOKE)
@@ -42,6 +43,7 @@ async def test_put_get_list_show_delete(served: Served, tmp_path: Path) -> None:
     assert code == 1 and "no config item tool/tell-joke" in err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_failures_exit_non_zero_with_one_line(served: Served, tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"type": "tool-service", "name": "x"}')
     cases = [
@@ -59,6 +61,7 @@ async def test_failures_exit_non_zero_with_one_line(served: Served, tmp_path: Pa
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_token_is_required_when_the_gateway_has_one(tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path, "--token", "tok") as served:
         code, _, err = await run_toolmesh("config", "list", "tool", "--url", served.url)
@@ -68,6 +71,7 @@ async def test_a_token_is_required_when_the_gateway_has_one(tmp_path: Path) -> N
         assert code == 0, err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_config_survives_a_restart(tmp_path: Path) -> None:
     (tmp_path / "v.json").write_text(JOKE_SERVICE)
     async with toolmesh_serve(tmp_path) as served:
@@ -94,6 +98,7 @@ async def script(name: str, *args: str, stdin: str | None = None) -> tuple[int, 
     return proc.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_seed_commands_in_both_forms(served: Served) -> None:
     u = ["-u", served.url]
     # the seed's form
@@ -119,6 +124,7 @@ async def test_the_seed_commands_in_both_forms(served: Served) -> None:
     assert (code, out.strip()) == (0, "Configuration item deleted: other/k")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_seed_commands_fail_loudly(served: Served) -> None:
     for args, complaint in [
         (["tg-put-config-item", "tool/bad", "-u", served.url], "config-error"),

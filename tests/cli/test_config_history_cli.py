@@ -35,6 +35,7 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
             await conn.close()
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_history_shows_who_changed_what_newest_first(store_url: str,
                                                            tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path, "--config-store", store_url, store=False) as served:

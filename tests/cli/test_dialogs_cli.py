@@ -5,10 +5,12 @@ demo model's joke dialog."""
 
 from __future__ import annotations
 
-import json
-import re
 from datetime import datetime, timedelta
+import json
 from pathlib import Path
+import re
+
+import pytest
 
 from tests.dialogs.test_embedded_restart import _offered
 from tests.processes import run_toolmesh
@@ -24,6 +26,7 @@ def tokyo(text: str) -> str:
             + timedelta(hours=9)).strftime("%Y-%m-%d %H:%M:%S")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_dialogs_list_and_show_label_count_and_localise(tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path) as served:
         await _offered(served.url, "tell-joke")

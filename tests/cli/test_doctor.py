@@ -79,6 +79,7 @@ def test_a_script_of_another_distribution_first_on_path_is_named_with_its_owner(
                                          "replaced by other-tg's")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_doctor_passes_with_toolmesh_s_commands_first_and_checks_the_token(
         tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path, extra_env={"TOOLMESH_GATEWAY_TOKEN": TOKEN}) as served:

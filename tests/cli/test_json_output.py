@@ -137,6 +137,7 @@ def assert_no_secret(text: str) -> None:
 
 # -- config list / get / show -----------------------------------------------------------------
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 def test_config_list_prints_keys_one_a_line_or_a_json_array(served: Served) -> None:
     assert json.loads(ok(served, "config", "list", "tool", "--json")) == ["ask", "tell-joke", "w"]
     assert ok(served, "config", "list", "tool") == "ask\ntell-joke\nw\n"
@@ -281,6 +282,7 @@ def history(served: Served, workspace: str) -> list[tuple[str, str, int]]:
     return [(e["operation"], f"{e['type']}/{e['key']}", e["version"]) for e in entries]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 def test_deleting_an_item_that_is_not_there_is_an_error_and_changes_nothing(
         served: Served) -> None:
     ws = "deleting"

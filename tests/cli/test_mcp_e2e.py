@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.cli.test_config_cli import script
 from tests.llm.openai_server import OpenAITestServer
@@ -17,6 +18,7 @@ from tests.processes import run_toolmesh
 from tests.servers import toolmesh_serve
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_dialog_through_the_gateway_calls_an_mcp_tool_with_arguments(tmp_path: Path) -> None:
     answers = ['Thought: I need the forecast\nAction: get-weather\nArgs: {"city": "Paris", "days": 3}',
                "Thought: I have it\nFinal Answer: The forecast says: Paris: sunny for 3 days"]

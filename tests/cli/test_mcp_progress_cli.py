@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.mcp.callback_servers import running_http_server
 from tests.processes import run_toolmesh
 from tests.servers import toolmesh_serve
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_mcp_invoke_shows_progress_and_each_report_renews_the_timeout(tmp_path: Path) -> None:
     async with running_http_server() as mcp, toolmesh_serve(tmp_path) as served:
         u = ["-u", served.url]

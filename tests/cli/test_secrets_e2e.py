@@ -76,6 +76,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
     assert_no_secret(raw, "the raw SQLite store")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_every_read_path_masks_secrets(setup: Setup) -> None:
     url = setup.served.url
     auth = {"Authorization": f"Bearer {GATEWAY_TOKEN}"}
@@ -112,6 +113,7 @@ async def test_every_read_path_masks_secrets(setup: Setup) -> None:
         assert "***" in out
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_read_then_put_back_keeps_the_secrets_working(setup: Setup) -> None:
     # the token-checking server refuses calls without the token: proof it is still sent
     assert (await toolmesh("mcp", "invoke", "w", "-P", '{"text": "before"}', *setup.u)).strip() \
@@ -136,6 +138,7 @@ async def test_read_then_put_back_keeps_the_secrets_working(setup: Setup) -> Non
     assert code == 1 and "give the secret itself" in err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_malformed_request_is_logged_as_one_line_without_its_headers(
         setup: Setup) -> None:
     host, port = setup.served.url.split("//")[1].strip("/").split(":")

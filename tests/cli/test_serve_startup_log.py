@@ -5,8 +5,10 @@ same way."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+import re
+
+import pytest
 
 from tests.processes import start_toolmesh
 from tests.servers import toolmesh_serve
@@ -14,6 +16,7 @@ from tests.servers import toolmesh_serve
 SERVING = re.compile(r"\b\w+ serving \S+ -> \S+")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_serve_prints_the_mcp_url_and_counts_what_it_serves(tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path) as served:
         log = list(served.log)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 from pathlib import Path
+import socket
 from typing import Any
+
+import pytest
 
 from tests.cli.test_agent_cli import EXAMPLES
 from tests.processes import run_toolmesh
@@ -33,6 +35,7 @@ async def listed(served: Served) -> dict[str, Any]:
             await asyncio.sleep(0.2)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_announced_joke_service_is_listed_then_configured_too(tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path) as served:
         answer = await listed(served)
@@ -69,6 +72,7 @@ async def test_the_announced_joke_service_is_listed_then_configured_too(tmp_path
     assert lines[3].endswith("the configured item tool/tell-joke overrides it")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_with_nothing_to_list_it_says_how_to_add_a_service(tmp_path: Path) -> None:
     # an agent that does not listen to announcements, and no config: no services at all
     async with toolmesh_serve(tmp_path, "--no-announcements") as served:

@@ -42,6 +42,7 @@ def test_a_malformed_argument_says_the_form() -> None:
         parse_argument("a:string")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_tg_set_tool_stores_the_seeds_mcp_tool_with_a_required_argument(
         served: Served) -> None:
     u = ["-u", served.url]

@@ -61,6 +61,7 @@ def one_line_failure(result: tuple[int, str, str], complaint: str) -> None:
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_toolmesh_mcp_set_show_delete(served: Served) -> None:
     u = ["-u", served.url]
     outputs: list[str] = []
@@ -114,6 +115,7 @@ async def test_toolmesh_mcp_set_show_delete(served: Served) -> None:
     one_line_failure(await run_toolmesh("mcp", "show", "files", *u), "no MCP tool 'files'")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_tg_mcp_scripts(served: Served) -> None:
     u = ["-u", served.url]
     code, out, err = await script("tg-set-mcp-tool", "-i", "weather", "-r", "get_weather",
@@ -158,6 +160,7 @@ async def test_tg_set_tool_stores_the_seeds_tell_joke(served: Served) -> None:
     assert await stored(served, "tool/tell-joke") == TELL_JOKE
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_tg_set_tool_with_trustgraphs_flags(served: Served) -> None:
     u = ["-u", served.url]
     # the wire doc's captured example gives the same JSON as trustgraph-cli stores
@@ -194,6 +197,7 @@ async def test_tg_set_tool_with_trustgraphs_flags(served: Served) -> None:
     assert "ask" not in await keys(served, "tool")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_tg_show_tools_and_delete(served: Served) -> None:
     u = ["-u", served.url]
     for args in (
@@ -252,6 +256,7 @@ async def test_tg_show_tools_and_delete(served: Served) -> None:
                      "Tool configuration for 'calc' not found.")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_invalid_input_is_refused_with_one_line(served: Served) -> None:
     u = ["-u", served.url]
     tool = ["tg-set-tool", "--id", "x", "--name", "x", "--description", "d", *u]
@@ -320,6 +325,7 @@ async def test_invoke_failures_are_one_line() -> None:
         one_line_failure(await run_toolmesh("mcp", "invoke", *args), complaint)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_mcp_set_reads_the_token_from_a_file(served: Served, tmp_path: Path) -> None:
     (tmp_path / "token").write_text(SECRET + "\n")
     code, out, err = await run_toolmesh("mcp", "set", "w", "--url", "https://mcp.example/mcp",

@@ -41,6 +41,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
         yield s
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_invoke_prints_the_answer(served: Served) -> None:
     u = ["-u", served.url]
     code, out, err = await run_toolmesh("tool-service", "invoke", "joke-service", "--config",
@@ -52,6 +53,7 @@ async def test_invoke_prints_the_answer(served: Served) -> None:
     assert (code, out) == (0, joke("trustgraph", "pun", "food") + "\n"), err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_failures_exit_non_zero_with_one_line(served: Served) -> None:
     u = ["-u", served.url]
     invoke = ["tool-service", "invoke"]

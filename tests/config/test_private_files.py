@@ -3,9 +3,11 @@ tightened with a log line when they exist with wider modes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 import sqlite3
 import stat
-from pathlib import Path
+
+import pytest
 
 from tests.servers import toolmesh_serve
 from toolmesh.config.store import open_store
@@ -15,6 +17,7 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_serve_creates_a_private_data_folder_and_store(tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with toolmesh_serve(tmp_path, store=False, extra_env={"TOOLMESH_DATA_DIR": str(data)}):
@@ -25,6 +28,7 @@ async def test_serve_creates_a_private_data_folder_and_store(tmp_path: Path) -> 
     assert set(modes.values()) == {0o600}, modes
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_existing_files_open_to_others_are_tightened_with_a_log_line(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir(mode=0o755)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.processes import run_toolmesh
 from tests.servers import toolmesh_serve
@@ -43,6 +44,7 @@ async def _dialogs(url: str) -> list[dict]:  # type: ignore[type-arg]
     return json.loads(out)["dialogs"]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_killed_serves_dialog_whose_client_is_gone_is_abandoned_not_run_again(
         tmp_path: Path) -> None:
     mail = tmp_path / "mail"

@@ -43,6 +43,7 @@ async def post(http: aiohttp.ClientSession, url: str, body: Any) -> tuple[int, A
         return r.status, await r.json()
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_rest_and_websocket_show_each_tool_and_why_it_is_not_offered(
         gateway: Gateway, http: aiohttp.ClientSession) -> None:
     async with AgentService(gateway.bus) as agent:

@@ -195,6 +195,7 @@ def test_every_route_that_runs_tools_is_walked() -> None:
     assert walked == set(ROUTES) | THROUGH_THE_AGENT | {"/mcp"}
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_no_route_runs_a_call_that_waits_for_a_person(tmp_path: Path) -> None:
     async with deployment(tmp_path) as d:
         for name, probe in PROBES.items():
@@ -210,6 +211,7 @@ async def test_no_route_runs_a_call_that_waits_for_a_person(tmp_path: Path) -> N
         assert status == 200 and "error" not in body, body
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_token_that_may_approve_says_yes_to_one_exact_call(tmp_path: Path) -> None:
     async with deployment(tmp_path) as d:
         route = "api/v1/flow/default/service/tool-service"

@@ -129,6 +129,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Served, Mailer]]:
         yield s
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_approved_on_the_dialogs_own_socket_the_call_runs_once(
         served: tuple[Served, Mailer]) -> None:
     server, mailer = served

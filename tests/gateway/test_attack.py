@@ -40,6 +40,7 @@ async def invoke(served: Served, name: str) -> tuple[int, str]:
     return code, err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_web_page_cannot_make_serve_run_a_command(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     async with toolmesh_serve(tmp_path) as served, aiohttp.ClientSession() as http:
@@ -77,6 +78,7 @@ async def test_a_web_page_cannot_make_serve_run_a_command(tmp_path: Path) -> Non
     assert not marker.exists()
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_stdio_servers_run_only_from_the_operators_allow_list(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     # an item already in the store (written before, or by other means) is not run either
@@ -137,6 +139,7 @@ async def test_a_token_from_a_file_guards_a_non_loopback_gateway(tmp_path: Path)
     assert not any("process list" in line for line in served.log)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_token_given_as_a_flag_warns_about_the_process_list(tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path, "--token", "flag-token-0123456789") as served:
         pass

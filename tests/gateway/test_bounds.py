@@ -153,6 +153,7 @@ async def test_a_websocket_caps_its_requests_in_flight(tmp_path: Path) -> None:
             assert (await ws.receive_json(timeout=5))["id"] == "still-open"
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_websocket_must_authenticate_soon_and_within_a_few_tries(
         gateway: Gateway) -> None:
     async with aiohttp.ClientSession() as http:

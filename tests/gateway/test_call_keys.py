@@ -71,6 +71,7 @@ async def _socket_call(d: Deployment, service: str, request: dict[str, Any]
         return [f.get("response") or f for f in frames]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_tool_service_route_sends_a_key_on_rest_and_websocket(
         deployment: Deployment) -> None:
     d = deployment
@@ -84,6 +85,7 @@ async def test_the_tool_service_route_sends_a_key_on_rest_and_websocket(
     assert all(k.startswith("admin/gw-") for k in made), made
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_clients_own_key_runs_the_call_once(deployment: Deployment) -> None:
     d = deployment
     answers = [await _send(d, **{"idempotency-key": "order-7"}) for _ in range(3)]
@@ -97,6 +99,7 @@ async def test_a_clients_own_key_runs_the_call_once(deployment: Deployment) -> N
     assert d.mailer.attempts() == ["admin/order-7"]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_key_that_is_not_a_short_string_is_a_bad_request(
         deployment: Deployment) -> None:
     d = deployment
@@ -111,6 +114,7 @@ async def test_a_key_that_is_not_a_short_string_is_a_bad_request(
     assert d.mailer.attempts() == []
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_mcp_tool_route_passes_a_key_to_the_server(deployment: Deployment) -> None:
     d = deployment
     status, made = await post(d.served, MCP_TOOL, {"name": "meta", "parameters": {}}, ADMIN)
@@ -130,6 +134,7 @@ async def test_the_mcp_tool_route_passes_a_key_to_the_server(deployment: Deploym
     assert json.loads(frame["text"])[META].startswith("admin/gw-")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_mcp_sends_a_key_the_clients_or_one_per_call(deployment: Deployment) -> None:
     d = deployment
     async with session(d.served.url + "mcp", None, token=ADMIN) as client:
@@ -142,6 +147,7 @@ async def test_mcp_sends_a_key_the_clients_or_one_per_call(deployment: Deploymen
     assert refused.is_error and "must be a string of 1 to 200" in refused.content[0].text
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_stdio_bridge_passes_the_clients_key_on(deployment: Deployment,
                                                           tmp_path: Path) -> None:
     from tests.mcp_endpoint.test_stdio_bridge import bridge
@@ -156,6 +162,7 @@ async def test_the_stdio_bridge_passes_the_clients_key_on(deployment: Deployment
 
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_command_line_sends_the_users_key(deployment: Deployment) -> None:
     from tests.processes import run_toolmesh
 

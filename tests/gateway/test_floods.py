@@ -167,6 +167,7 @@ WS_GROWTH_BOUND = 64 * MiB
 HEALTH_BOUND = 2.0
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_flood_of_unread_requests_on_one_socket_leaves_memory_bounded(
         tmp_path: Path) -> None:
     async with silent_llm() as llm, toolmesh_serve(tmp_path, "--llm", llm, "--model", "silent",
@@ -201,6 +202,7 @@ async def test_a_flood_of_unread_requests_on_one_socket_leaves_memory_bounded(
 PREAUTH_GROWTH_BOUND = 32 * MiB
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_flood_before_auth_is_refused_and_closed_on_time(tmp_path: Path) -> None:
     request = frame({"id": 1, "service": "config", "request": {"operation": "config"}})
     async with toolmesh_serve(tmp_path, "--ws-auth-timeout", str(AUTH_TIMEOUT),
@@ -310,6 +312,7 @@ async def _slow_client(served: Served) -> tuple[float, bytes]:
     return time.monotonic() - start, got
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_slowloris_is_cut_off_and_capped_while_the_server_serves(tmp_path: Path) -> None:
     # the connection cap alone (--stranger-share 0): with the pool for connections not yet
     # authenticated, these would be held to its 6 places and the rest refused at once
@@ -356,6 +359,7 @@ PEAK_BOUND = 6 * BODY_BUDGET
 RETURNED_BOUND = 32 * MiB
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_concurrent_large_bodies_stay_within_the_budget_and_memory_is_returned(
         tmp_path: Path) -> None:
     pad = "x" * (BIG_BODY - 64)

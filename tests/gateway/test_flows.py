@@ -138,6 +138,7 @@ async def test_the_default_flow_needs_no_config_service(tmp_path: Path) -> None:
         assert (status, body.get("content")) == (200, "default")
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_thousands_of_flow_names_keep_the_gateway_small(gateway: Gateway) -> None:
     async with aiohttp.ClientSession() as http:
         statuses = await asyncio.gather(*(

@@ -84,6 +84,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 # -- REST fuzzing ----------------------------------------------------------------------------
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 def test_fuzz_config_route(server: Server) -> None:
     def fuzz(findings: Findings) -> None:
         @fuzz_settings(400)
@@ -100,6 +101,7 @@ def test_fuzz_config_route(server: Server) -> None:
     fuzzing(server, fuzz)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 def test_fuzz_config_put_values(server: Server) -> None:
     """Puts of well-formed items whose values are any JSON text: what the config service
     validates (tool, mcp, tool-service), what other services parse (prompt), and the rest."""
@@ -152,6 +154,7 @@ def test_fuzz_tool_service_route(server: Server) -> None:
     fuzzing(server, fuzz)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 def test_fuzz_flow_names_and_unknown_routes(server: Server) -> None:
     flows = st.one_of(fz.strings, st.text(min_size=1, max_size=200),
                       st.sampled_from(["a" * 4000, "%2F", "..", ".", "default"])

@@ -80,6 +80,7 @@ def _error(body: dict[str, Any]) -> str:
     return str(error["message"])
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_token_without_admin_cannot_point_an_mcp_item_at_a_private_address(
         served: Served, web_server: int, mcp_server: ServerProcess) -> None:
     writer = await create(served, "-w", "default", "-c", "config:write", "-c", "config:read",
@@ -111,6 +112,7 @@ async def test_a_token_without_admin_cannot_point_an_mcp_item_at_a_private_addre
     assert json.loads(body["values"][0]["value"])["reach"] == "public", body
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_admin_may_and_what_is_there_is_not_told(served: Served,
                                                            web_server: int) -> None:
     targets = _targets(web_server)
@@ -149,6 +151,7 @@ async def test_a_public_item_cannot_reach_loopback_when_it_connects(
         await pool.close()
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_credential_fields_are_masked_on_reads(served: Served) -> None:
     secrets = {"authorization": "Bearer a1", "passphrase": "p2", "cookie": "c3",
                "set-cookie": "s4", "x-api-key": "k5", "proxy-authorization": "Basic b6",
@@ -178,6 +181,7 @@ async def test_credential_fields_are_masked_on_reads(served: Served) -> None:
     assert json.loads(out)["passphrase"] == "***"
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_down_mcp_server_says_why_its_tool_is_not_offered(served: Served) -> None:
     port = _closed_port()
     values = [{"type": "mcp", "key": "clock", "value": json.dumps(
@@ -207,6 +211,7 @@ SPELLED_PRIVATE = ["localhost.", "LOCALHOST.", "%6c%6f%63%61%6c%68%6f%73%74", "ï
                    "localhost\u3002", "foo.localhost"]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_private_host_however_spelled_is_refused_at_put(served: Served) -> None:
     writer = await create(served, "-w", "default", "-c", "config:write")
     answered = {}

@@ -5,9 +5,11 @@ body the document declares for its operation."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 import re
 import sys
-from pathlib import Path
+
+import pytest
 
 from tests.processes import env
 from tests.servers import toolmesh_serve
@@ -31,6 +33,7 @@ expected-statuses = ["2xx", "3xx", "4xx", "504"]
 """
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_generated_requests_get_declared_answers_and_no_server_error(
         tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"

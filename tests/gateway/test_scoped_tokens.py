@@ -63,6 +63,7 @@ async def post(served: Served, path: str, body: dict[str, Any], token: str | Non
         return r.status, await r.json()
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_token_for_ws2_and_agent_runs_dialogs_there_and_nothing_else(
         served: Served) -> None:
     token = await create(served, "-w", "ws2", "-c", "agent", "--name", "support bot")
@@ -104,6 +105,7 @@ async def test_a_token_for_ws2_and_agent_runs_dialogs_there_and_nothing_else(
     assert "tell-joke" not in json.dumps(body)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_tokens_are_listed_without_their_secret_and_the_admin_token_is_needed(
         served: Served) -> None:
     token = await create(served, "-w", "ws2,ws3", "-c", "config:read", "-c", "agent",
@@ -128,6 +130,7 @@ async def test_tokens_are_listed_without_their_secret_and_the_admin_token_is_nee
     assert code == 1 and "unknown capability 'root'" in err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_revocation_takes_effect_at_once_on_rest_and_open_sockets(served: Served) -> None:
     token = await create(served, "-w", "ws2", "-c", "config:read")
     id = token_id(token)
@@ -166,6 +169,7 @@ async def test_revocation_takes_effect_at_once_on_rest_and_open_sockets(served: 
     assert code == 1 and f"no token {id!r}" in err
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_secrets_and_stdio_items_need_admin_and_every_change_is_audited(
         served: Served) -> None:
     writer = await create(served, "-w", "ws2", "-c", "config:read,config:write", "--name", "ci")
@@ -240,6 +244,7 @@ async def test_secrets_and_stdio_items_need_admin_and_every_change_is_audited(
     assert created == [("token-create", admin_id, "admin"), ("token-create", writer_id, "admin")]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_token_with_admin_manages_tokens_within_its_own_scope(served: Served) -> None:
     lead = await create(served, "-w", "ws2,ws3", "-c", "admin,agent,config:read")
     other = await create(served, "-w", "ws1", "-c", "agent")

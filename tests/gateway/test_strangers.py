@@ -87,6 +87,7 @@ async def small(tmp_path: Path) -> AsyncIterator[Gateway]:
         yield gw
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_stranger_pushed_out_or_out_of_time_is_told_why(small: Gateway) -> None:
     gw = small
     pool = gw.quotas.strangers
@@ -230,6 +231,7 @@ async def socket_auth(url: str, token: str, address: str) -> str:
         return answer.get("error-type") or answer["type"]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_anonymous_sockets_held_open_lock_out_neither_the_admin_nor_a_tenant(
         tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path, "--max-connections", str(MAX_CONNECTIONS),

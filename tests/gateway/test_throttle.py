@@ -146,6 +146,7 @@ def test_weak_tokens() -> None:
     assert weakness("Zq8vR2mK7pX4nT1w") is None  # 16 random letters and digits
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_serve_refuses_a_weak_token_beyond_loopback_unless_insecure(
         tmp_path: Path) -> None:
     code, _, err = await run_toolmesh("serve", "--host", "0.0.0.0", "--port", "0",

@@ -32,6 +32,7 @@ async def stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
                 yield s
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_progress_streams_to_the_caller_and_moves_the_deadline(stack: CallbackStack) -> None:
     updates: list[Progress] = []
 
@@ -82,6 +83,7 @@ async def test_a_server_that_goes_quiet_is_cancelled_timeout_after_its_last_repo
     assert await _cancelled(stack) == [3]  # and the server was told to cancel
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_progress_never_extends_a_call_past_its_maximum(stack: CallbackStack) -> None:
     loop = asyncio.get_running_loop()
     started = loop.time()

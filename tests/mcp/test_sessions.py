@@ -138,6 +138,7 @@ async def test_an_unknown_remote_tool_is_named_with_the_servers_tools(
         in e.value.message
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
 async def test_a_killed_http_server_is_reconnected_when_it_is_back(
         pool: SessionPool, transport: str) -> None:
@@ -213,6 +214,7 @@ async def test_closing_the_pool_does_not_wait_on_a_server_that_never_answers() -
         await mute.stop()
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_stdio_child_that_ignores_eof_and_sigterm_is_killed(pool: SessionPool) -> None:
     t = Target("stdio", stdio_item("stubborn", stubborn=True))
     pid = (await stats(pool, t))["pid"]

@@ -102,6 +102,7 @@ async def test_sessions_the_sdk_did_not_open_or_ended_are_not_answered(
     assert after.status_code == 404 and "result" not in after.text
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_cancelled_call_ends_at_once(
         opened: tuple[httpx2.AsyncClient, str, dict[str, str]]) -> None:
     http, url, headers = opened

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx2
 import mcp_types
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -76,6 +77,7 @@ async def test_the_clients_person_approves_each_call_and_sees_exactly_what_runs(
     assert 'arguments: {"topic": "food"}' in person.asked[1].message
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_no_one_to_ask_means_the_call_does_not_run_and_says_why(tmp_path: Path) -> None:
     from tests.gateway.test_scoped_tokens import ADMIN, create
 

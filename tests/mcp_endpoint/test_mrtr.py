@@ -92,6 +92,7 @@ async def test_the_sdk_client_approves_and_denies_a_call_in_either_revision(
     assert tools is not None and tools.list_changed is True
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_retry_can_change_nothing_and_an_answer_is_used_once(gateway: Served) -> None:
     other = await create(gateway, "-w", "default", "-c", "tools:invoke,approve")
     async with sdk_client(gateway, Person(), mode=MODERN) as client:
@@ -154,6 +155,7 @@ async def test_a_client_that_cannot_be_asked_is_told_what_to_do(gateway: Served,
     assert mute.asked == []  # a token that may not approve is never asked to
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_fastmcps_default_client_approves_and_denies_a_call(gateway: Served) -> None:
     from fastmcp import Client as FastClient
     from fastmcp.client.transports import StreamableHttpTransport
@@ -179,6 +181,7 @@ async def test_fastmcps_default_client_approves_and_denies_a_call(gateway: Serve
     assert len(asked) == 2 and 'arguments: {"topic": "cats"}' in asked[0]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_stdio_bridge_asks_a_2026_client_in_rounds(gateway: Served,
                                                              tmp_path: Path) -> None:
     person = Person(yes(), no("no more"))

@@ -10,6 +10,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import httpx2
+import pytest
 
 from tests.gateway.test_scoped_tokens import ADMIN, create
 from tests.mcp_endpoint.test_endpoint import INITIALIZE, MCP_HEADERS
@@ -90,6 +91,7 @@ async def test_one_tokens_flood_of_sessions_leaves_other_tenants_and_the_admin_i
     assert survivors == [200, 200]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_sessions_in_use_are_kept_and_the_next_opening_is_refused_naming_the_limit(
         tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path, "--token-mcp-sessions", "2",
@@ -118,6 +120,7 @@ async def test_sessions_in_use_are_kept_and_the_next_opening_is_refused_naming_t
     assert third.status_code == 200 and after == [200, 404]
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_session_idle_past_the_limit_ends_and_one_in_use_does_not(
         tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path, "--mcp-session-idle", "0.05") as served, \
@@ -134,6 +137,7 @@ async def test_a_session_idle_past_the_limit_ends_and_one_in_use_does_not(
     assert soon == 200
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_tenants_filling_the_gateways_table_never_end_the_admins_sessions(
         tmp_path: Path) -> None:
     async with toolmesh_serve(tmp_path, "--token-mcp-sessions", "0",

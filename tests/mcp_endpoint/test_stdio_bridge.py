@@ -64,6 +64,7 @@ async def bridge(url: str, *flags: str, log: Path, env: dict[str, str] | None = 
             yield session
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_sdk_stdio_client_lists_and_calls_the_tools_through_the_bridge(
         gateway: Served, tmp_path: Path) -> None:
     pieces: list[str | None] = []
@@ -121,6 +122,7 @@ async def test_the_client_is_told_when_the_tools_change_and_only_then(gateway: S
     assert removed == before
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_bridge_outlives_a_restart_of_the_gateway(tmp_path: Path) -> None:
     with socket.socket() as s:  # the port both gateways listen on, one after the other
         s.bind(("127.0.0.1", 0))
@@ -147,6 +149,7 @@ async def toolmesh(served: Served, *args: str, stdin_text: str | None = None) ->
     return out
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_refused_token_is_an_mcp_error_that_says_so(gateway: Served,
                                                            tmp_path: Path) -> None:
     from tests.gateway.test_scoped_tokens import create
@@ -230,6 +233,7 @@ async def test_the_inspector_cli_lists_and_calls_through_the_stdio_bridge(
     assert "wrong-token-1234" not in refused.stderr
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_a_call_that_needs_approval_asks_the_clients_person_through_the_bridge(
         tmp_path: Path) -> None:
     from tests.mcp_endpoint.test_mcp_approval import Person, yes

@@ -20,6 +20,7 @@ from tests.prompt.test_render_limits import NESTED, put
 from toolmesh import RequestError
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 @pytest.mark.parametrize("hostile", [2, 3])
 async def test_hostile_workspaces_share_one_worker_and_a_quick_one_is_served_meanwhile(
         memory: Backend, tmp_path: Path, hostile: int) -> None:

@@ -143,6 +143,7 @@ async def test_a_shipped_template_with_a_hostile_system_prompt_is_bounded_too(
     assert shipped == "hi"
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_one_workspace_cannot_take_every_worker(backend: Backend, tmp_path: Path) -> None:
     """Three hostile renders at once in workspace a: b still finds a worker at once."""
     async with prompt_stack(backend, tmp_path, render_limits=RenderLimits(timeout=1.0)) as stack:
@@ -176,6 +177,7 @@ async def test_a_template_too_costly_to_compile_is_not_applied_and_names_its_ite
             "fine", {}, workspace="a", timeout=TIMEOUT) == "fine"
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_through_toolmesh_serve_a_config_writer_cannot_stall_the_gateway(
         tmp_path: Path) -> None:
     """The probe of issue 34: a token with only ``config:write`` in workspace a renders hostile

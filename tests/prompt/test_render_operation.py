@@ -88,6 +88,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
         yield s
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_through_the_gateway_an_agent_token_renders_stored_templates_not_drafts(
         served: Served) -> None:
     path = "api/v1/flow/default/service/prompt"

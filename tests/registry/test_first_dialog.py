@@ -50,6 +50,7 @@ async def first_answer(data: Path, *extra: str) -> str:
         await asyncio.wait_for(proc.communicate(), 20)
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_the_first_dialog_is_offered_the_announced_tool(tmp_path: Path) -> None:
     for run in range(3):
         data = tmp_path / f"run{run}"

@@ -101,6 +101,7 @@ async def test_an_instance_not_heard_from_for_its_ttl_is_gone(backend: Backend) 
         assert registry.offered("default") == {}
 
 
+@pytest.mark.slow  # seconds, measured (tests/conftest.py)
 async def test_heartbeats_keep_an_instance_alive_and_change_nothing(memory: Backend) -> None:
     q = Queues(memory)
     bus = await memory.connect()
