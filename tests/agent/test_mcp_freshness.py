@@ -4,8 +4,8 @@ cut — through the whole stack on the memory bus, with real MCP server processe
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 import time
+from pathlib import Path
 
 import pytest
 

@@ -5,10 +5,10 @@ demo model's joke dialog."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 import json
-from pathlib import Path
 import re
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from pathlib import Path
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest

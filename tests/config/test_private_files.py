@@ -3,9 +3,9 @@ tightened with a log line when they exist with wider modes."""
 
 from __future__ import annotations
 
-from pathlib import Path
 import sqlite3
 import stat
+from pathlib import Path
 
 import pytest
 

@@ -5,9 +5,9 @@ body the document declares for its operation."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
