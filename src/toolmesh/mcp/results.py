@@ -41,6 +41,15 @@ def _get(item: Any, *names: str) -> Any:
     return None
 
 
+def _field(item: Any, name: str, camel: str) -> Any:
+    """One field under its SDK v2 ``name`` or, from a dict or an older SDK, its ``camel``
+    name. An object that has ``name`` is not asked for ``camel``: with fastmcp imported, the
+    v2 types answer the camelCase name too, with a deprecation warning."""
+    if not isinstance(item, Mapping) and hasattr(item, name):
+        return getattr(item, name)
+    return _get(item, name, camel)
+
+
 def _size(data: Any) -> int:
     """Bytes in a base64 payload (its length in characters if it is not valid base64)."""
     if not isinstance(data, str):
@@ -56,7 +65,7 @@ def _resource(resource: Any) -> str:
     if isinstance(text, str):
         return text
     uri = _get(resource, "uri") or "?"
-    mime = _get(resource, "mime_type", "mimeType") or "unknown type"
+    mime = _field(resource, "mime_type", "mimeType") or "unknown type"
     blob = _get(resource, "blob")
     size = f", {_size(blob)} bytes" if blob is not None else ""
     return f"[resource: {uri} ({mime}{size})]"
@@ -69,7 +78,7 @@ def content_text(item: Any) -> str:
         if kind == "text":
             return str(_get(item, "text") or "")
         if kind in ("image", "audio"):
-            mime = _get(item, "mime_type", "mimeType") or "unknown type"
+            mime = _field(item, "mime_type", "mimeType") or "unknown type"
             return f"[{kind}: {mime}, {_size(_get(item, 'data'))} bytes]"
         if kind == "resource":
             return _resource(_get(item, "resource"))
@@ -95,8 +104,8 @@ def to_result(result: Any) -> McpResult:
         content = [content]
     pieces = [content_text(item) for item in content]
     text = "\n".join(pieces) if pieces else None
-    is_error = bool(_get(result, "is_error", "isError"))
-    structured = _get(result, "structured_content", "structuredContent")
+    is_error = bool(_field(result, "is_error", "isError"))
+    structured = _field(result, "structured_content", "structuredContent")
     if is_error:
         return McpResult(text or "the MCP tool reported an error without a message", None, True,
                          refused_arguments=bool(text and _REFUSED_ARGUMENTS.search(text)))
