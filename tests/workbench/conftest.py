@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
+import pytest_asyncio
 
 from tests.browser import chromium, chromium_missing
 from tests.gateway.conftest import guarded, http  # noqa: F401 - the gateway's, here too
@@ -92,7 +93,15 @@ class Workbench:
         return json.loads(value) if value is not None else None
 
 
-@pytest.fixture
+#: the browser tests' event loop: the worker's session loop, which the one Chromium of the worker
+#: (:func:`browser`) belongs to. Each test still gets its own browser context (its own cookies,
+#: storage and sockets) and its own served toolmesh; launching Chromium and Playwright's driver
+#: once a worker instead of once a test saves about a CPU-second a test on the 2-core CI machine.
+#: A module whose tests use ``page`` or ``browser`` says ``pytestmark = BROWSER_LOOP``.
+BROWSER_LOOP = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
 async def workbench(tmp_path: Path) -> AsyncIterator[Workbench]:
     async with OpenAITestServer() as llm, \
             toolmesh_serve(tmp_path, "--llm", llm.base_url, "--model", "test-model",
@@ -101,7 +110,7 @@ async def workbench(tmp_path: Path) -> AsyncIterator[Workbench]:
         yield Workbench(served, llm)
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def mcp_server() -> AsyncIterator[ServerProcess]:
     async with running_server("streamable-http", name="weather", token=MCP_TOKEN) as server:
         yield server
@@ -115,13 +124,14 @@ class Seen:
     problems: list[str] = field(default_factory=list)
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def browser() -> AsyncIterator[Browser]:
+    """One headless Chromium for the worker's browser tests (see :data:`BROWSER_LOOP`)."""
     async with chromium() as b:
         yield b
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def page(browser: Browser) -> AsyncIterator[Page]:
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(STEP_MS)

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from tests.cli.test_agent_cli import EXAMPLES, JOKE
 from tests.gateway.test_scoped_tokens import create, post
 from tests.llm.openai_server import Answer
-from tests.workbench.conftest import Workbench
+from tests.workbench.conftest import BROWSER_LOOP, Workbench
 from tests.workbench.test_prompts_page import open_page
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -15,15 +15,18 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import expect
 
 from tests.cli.test_agent_cli import EXAMPLES, JOKE
 from tests.gateway.test_scoped_tokens import create
 from tests.mcp import everything
 from tests.mcp.everything import EverythingServer
-from tests.workbench.conftest import STEP_MS, Workbench
+from tests.workbench.conftest import BROWSER_LOOP, STEP_MS, Workbench
 from tests.workbench.test_agent_page import ACT, DONE, HOSTILE
 from tests.workbench.test_prompts_page import open_page
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Locator, Page
@@ -110,7 +113,7 @@ async def test_a_call_denied_with_a_reason_is_not_run_and_the_model_hears_why(
     assert await page.locator("main img").count() == 0
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def second_page(browser: Browser) -> AsyncIterator[Page]:
     """Another person's browser: its own context, so its own session and WebSocket."""
     context = await browser.new_context(viewport={"width": 1280, "height": 800})

@@ -11,13 +11,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import expect
 
 from tests.cli.test_agent_cli import JOKE
 from tests.gateway.test_scoped_tokens import create, post
-from tests.workbench.conftest import Workbench, open_page
+from tests.workbench.conftest import BROWSER_LOOP, Workbench, open_page
 from tests.workbench.test_agent_page import ACT, DONE
 from tests.workbench.test_approval_card import REFUSED, add_asking_joke_tool
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -34,7 +37,7 @@ async def offered(workbench: Workbench) -> None:
                for t in tools["tools"]), tools
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def elsewhere(workbench: Workbench) -> AsyncIterator[list[asyncio.Task[Any]]]:
     """Dialogs asked through REST, by someone who is not in the browser (awaited at the end)."""
     tasks: list[asyncio.Task[Any]] = []

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from tests.cli.test_agent_cli import EXAMPLES
 from tests.gateway.test_scoped_tokens import create
-from tests.workbench.conftest import MCP_TOKEN, Workbench, received_text
+from tests.workbench.conftest import BROWSER_LOOP, MCP_TOKEN, Workbench, received_text
 from tests.workbench.test_prompts_page import open_page
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -19,7 +19,9 @@ from aiohttp import web
 from playwright.async_api import expect
 
 from tests.processes import run_toolmesh
-from tests.workbench.conftest import Workbench, open_page, sign_in
+from tests.workbench.conftest import BROWSER_LOOP, Workbench, open_page, sign_in
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

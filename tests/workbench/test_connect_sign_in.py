@@ -11,12 +11,15 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import expect
 
 from tests.mcp_oauth.authserver import AuthServer, missing_node
 from tests.mcp_oauth.protected_server import ProtectedServer
 from tests.mcp_oauth.stack import oauth_item
-from tests.workbench.conftest import Workbench, open_page
+from tests.workbench.conftest import BROWSER_LOOP, Workbench, open_page
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -33,7 +36,7 @@ def auth() -> Iterator[AuthServer]:
         yield server
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def server(auth: AuthServer) -> AsyncIterator[ProtectedServer]:
     async with ProtectedServer(auth) as protected:
         yield protected

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 from tests.cli.test_agent_cli import JOKE
 from tests.gateway.test_scoped_tokens import create
-from tests.workbench.conftest import Workbench
+from tests.workbench.conftest import BROWSER_LOOP, Workbench
 from tests.workbench.test_agent_page import ACT, DONE, HOSTILE, add_joke_tool
 from tests.workbench.test_prompts_page import open_page
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -19,8 +19,10 @@ from playwright.async_api import expect
 from tests.mcp.servers import ServerProcess
 from tests.processes import run_toolmesh
 from tests.servers import stored_raw
-from tests.workbench.conftest import MCP_TOKEN, Workbench, received_text, sign_in
+from tests.workbench.conftest import BROWSER_LOOP, MCP_TOKEN, Workbench, received_text, sign_in
 from toolmesh.tools.services.joke import tell_joke
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

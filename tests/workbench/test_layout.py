@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from tests.cli.test_agent_cli import JOKE
 from tests.mcp.servers import ServerProcess
-from tests.workbench.conftest import MCP_TOKEN, Workbench, sign_in
+from tests.workbench.conftest import BROWSER_LOOP, MCP_TOKEN, Workbench, sign_in
 from tests.workbench.test_agent_page import ACT, DONE
 from tests.workbench.test_approvals_page import QUESTION, offered
 from tests.workbench.test_dialogs_page import ask_for_a_joke
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

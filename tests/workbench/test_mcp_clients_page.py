@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 from playwright.async_api import expect
 
-from tests.workbench.conftest import Workbench, open_page
+from tests.workbench.conftest import BROWSER_LOOP, Workbench, open_page
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -12,8 +12,10 @@ from playwright.async_api import expect
 from tests.mcp.servers import ServerProcess
 from tests.processes import run_toolmesh
 from tests.servers import stored_raw
-from tests.workbench.conftest import MCP_TOKEN, Workbench, open_page, received_text
+from tests.workbench.conftest import BROWSER_LOOP, MCP_TOKEN, Workbench, open_page, received_text
 from toolmesh.secrets.crypto import is_sealed
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from playwright.async_api import expect
 
 from tests.mcp.servers import ServerProcess
-from tests.workbench.conftest import MCP_TOKEN, Workbench, open_page
+from tests.workbench.conftest import BROWSER_LOOP, MCP_TOKEN, Workbench, open_page
 from tests.workbench.test_tools_page import put, row_of, stored
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -8,7 +8,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tests.gateway.test_scoped_tokens import create, post
-from tests.workbench.conftest import Workbench
+from tests.workbench.conftest import BROWSER_LOOP, Workbench
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from playwright.async_api import expect
 
-from tests.workbench.conftest import Workbench, sign_in
+from tests.workbench.conftest import BROWSER_LOOP, Workbench, sign_in
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Page, Route

@@ -11,7 +11,9 @@ from playwright.async_api import expect
 
 from tests.mcp.servers import ServerProcess
 from tests.processes import run_toolmesh
-from tests.workbench.conftest import MCP_TOKEN, Workbench, open_page
+from tests.workbench.conftest import BROWSER_LOOP, MCP_TOKEN, Workbench, open_page
+
+pytestmark = BROWSER_LOOP
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page
