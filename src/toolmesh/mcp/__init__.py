@@ -17,26 +17,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolmesh.mcp.client import MCP_TOOL_REQUEST_QUEUE, MCP_TOOL_RESPONSE_QUEUE, McpToolClient
     from toolmesh.mcp.config import McpServer, Transport
     from toolmesh.mcp.errors import McpError
+    from toolmesh.mcp.remote_tool import RemoteTool
     from toolmesh.mcp.results import McpResult, content_text, result_text, to_result
-    from toolmesh.mcp.service import (
-        MCP_TOOL_REQUEST_QUEUE,
-        MCP_TOOL_RESPONSE_QUEUE,
-        McpToolClient,
-        McpToolService,
-        parse_parameters,
-    )
-    from toolmesh.mcp.sessions import RemoteTool, SessionPool
+    from toolmesh.mcp.service import McpToolService, parse_parameters
+    from toolmesh.mcp.sessions import SessionPool
 
 #: where each public name lives; loaded at first use, so that importing one light module of
 #: this package (a CLI reading progress reports) does not load the MCP SDK (~1 s)
 _HOMES = {
     "McpServer": "config", "Transport": "config", "McpError": "errors",
     "McpResult": "results", "content_text": "results", "result_text": "results",
-    "to_result": "results", "MCP_TOOL_REQUEST_QUEUE": "service",
-    "MCP_TOOL_RESPONSE_QUEUE": "service", "McpToolClient": "service",
-    "McpToolService": "service", "parse_parameters": "service", "RemoteTool": "sessions",
+    "to_result": "results", "MCP_TOOL_REQUEST_QUEUE": "client",
+    "MCP_TOOL_RESPONSE_QUEUE": "client", "McpToolClient": "client",
+    "McpToolService": "service", "parse_parameters": "service", "RemoteTool": "remote_tool",
     "SessionPool": "sessions",
 }
 

@@ -14,7 +14,6 @@ import time
 import logging
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -36,6 +35,7 @@ from toolmesh.mcp.errors import (
     describe,
     leaves,
 )
+from toolmesh.mcp.remote_tool import RemoteTool
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.mcp.transports import HttpWatch, open_transport
 
@@ -44,24 +44,6 @@ log = logging.getLogger("toolmesh.mcp")
 #: stdio shutdown is close stdin, 2 s grace, SIGTERM, 2 s, SIGKILL (the SDK's stdio_client)
 CLOSE_TIMEOUT = 10.0
 CLIENT_INFO = mcp_types.Implementation(name="toolmesh", version=__version__)
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteTool:
-    """A tool as the server lists it (``tools/list``)."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    #: the tool's ``execution.taskSupport``: "required" means the server runs it only as a
-    #: task (MCP task augmentation), which this client does not do
-    task_support: str | None = None
-    #: the tool's ``annotations`` (``readOnlyHint``, ``destructiveHint``...), as listed
-    annotations: dict[str, Any] | None = None
-
-    @property
-    def needs_task(self) -> bool:
-        return self.task_support == "required"
 
 
 class EndWatch:

@@ -33,10 +33,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -47,28 +45,10 @@ from mcp.client.session import ClientRequestContext, ElicitationFnT
 
 from toolmesh.approvals import ApprovalGate, call_digest
 from toolmesh.approvals.wire import ELICITATION, iso, now, seconds_left
+from toolmesh.mcp.asking import Asking  # re-exported: signin.py, sessions.py import it here
 from toolmesh.mcp.config import McpServer
 
 log = logging.getLogger("toolmesh.mcp.elicitation")
-
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-@dataclass(kw_only=True)
-class Asking:
-    """One call in flight that may be asked about: where its questions go."""
-
-    #: the call's idempotency key (``DIALOG/STEP/CALL``); ``None``: not a dialog's call
-    key: str | None
-    workspace: str
-    #: sends a non-final response to the caller; ``None``: the caller does not stream
-    send: Send | None
-    #: seconds the call may still take at most
-    left: Callable[[], float]
-    #: a person is asked: the call may take its longest
-    hold: Callable[[], contextlib.AbstractContextManager[None]]
-    _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-
 
 _CURRENT: contextvars.ContextVar[Asking | None] = contextvars.ContextVar(
     "toolmesh-mcp-asking", default=None)

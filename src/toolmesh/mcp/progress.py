@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolmesh.errors import RequestTimeout, ServiceError
-from toolmesh.mcp.elicitation import call_answering
 from toolmesh.mcp.errors import McpError
 from toolmesh.rpc import deadline
 
@@ -158,6 +157,10 @@ class CallProgress:
             async with asyncio.timeout_at(self.due) as scope:
                 self._scope = scope
                 try:
+                    # here, not at the top: this module is read by the agent and the CLI,
+                    # which must not load the MCP SDK; a call has it loaded already
+                    from toolmesh.mcp.elicitation import call_answering
+
                     return await call_answering(session, server.remote_name, arguments,
                                                 read_timeout_seconds=cap,
                                                 progress_callback=self.on_progress,

@@ -16,10 +16,7 @@ answer here.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
-
-import mcp_types
-from mcp.client.session import ClientRequestContext, SamplingFnT
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toolmesh.errors import RequestError
 from toolmesh.llm.base import Completion
@@ -27,6 +24,10 @@ from toolmesh.mcp.config import McpServer
 from toolmesh.mcp.results import content_text
 from toolmesh.rpc import deadline
 from toolmesh.telemetry import tracing
+
+if TYPE_CHECKING:
+    import mcp_types
+    from mcp.client.session import ClientRequestContext, SamplingFnT
 
 log = logging.getLogger("toolmesh.mcp.sampling")
 
@@ -68,6 +69,10 @@ class Sampler:
     async def answer(self, server: McpServer, params: mcp_types.CreateMessageRequestParams
                      ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
         """The LLM's answer to one ``sampling/createMessage``, or the error the server gets."""
+        # here, not at the top: the mcp-tool service makes its Sampler at start, without the
+        # MCP SDK; a server that samples has a session, so the SDK is loaded by now
+        import mcp_types
+
         choice = params.tool_choice
         if params.tools and choice is not None and getattr(choice, "mode", None) == "required":
             return mcp_types.ErrorData(

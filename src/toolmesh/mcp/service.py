@@ -1,4 +1,4 @@
-"""The mcp-tool service on the bus (TrustGraph's wire) and its client.
+"""The mcp-tool service on the bus (TrustGraph's wire); its client is :mod:`toolmesh.mcp.client`.
 
 Request ``{"name": "<mcp config id>", "parameters": {...} | "<JSON text of an object>",
 "timeout"?: seconds}`` → response ``{"error": null, "text": str | null, "object": str | null}``
@@ -43,9 +43,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolmesh.approvals import APPROVALS_NOTIFY_QUEUE, ApprovalGate
 from toolmesh.bus.base import Bus
@@ -56,46 +56,36 @@ from toolmesh.errors import RequestError, ServiceError, ToolmeshError
 from toolmesh.llm.service import TextCompletionClient
 from toolmesh.logs import register_secret
 from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy
+from toolmesh.mcp.asking import Asking
+# the client, and the queues both use, live apart; re-exported, as they were defined here
+from toolmesh.mcp.client import (
+    MCP_TOOL_REQUEST_QUEUE,
+    MCP_TOOL_RESPONSE_QUEUE,
+    McpToolClient,
+)
 from toolmesh.mcp.config import McpServer
-from toolmesh.mcp.connection import RemoteTool
-from toolmesh.mcp.elicitation import Asking, Elicitor
-from toolmesh.config.admin import ACTOR_FIELD
-from toolmesh.mcp import login_operations
 from toolmesh.mcp.errors import InvalidArguments, McpError, McpSignInRefused
-from toolmesh.mcp.login_operations import LOGIN_OPERATIONS, actor_of
 from toolmesh.mcp.meta import IDEMPOTENCY_KEY
-from toolmesh.mcp.notices import (
-    MCP_TOOL_NOTIFY_QUEUE,
-    NoticeSender,
-    NoticeWatcher,
-    ToolsChanged,
-)
-from toolmesh.mcp.progress import (
-    DEFAULT_MAX_TIMEOUT,
-    ProgressSink,
-    QuestionSink,
-    call_progress,
-    stream_call,
-)
-from toolmesh.mcp.results import McpResult, result_text
+from toolmesh.mcp.notices import MCP_TOOL_NOTIFY_QUEUE, NoticeSender, NoticeWatcher
+from toolmesh.mcp.progress import DEFAULT_MAX_TIMEOUT, call_progress
+from toolmesh.mcp.remote_tool import RemoteTool
+from toolmesh.mcp.results import McpResult
 from toolmesh.mcp.sampling import DEFAULT_TIMEOUT as SAMPLING_TIMEOUT
 from toolmesh.mcp.sampling import Sampler
-from toolmesh.mcp.sessions import SessionPool
-from toolmesh.mcp.signin import SignIn, as_caller, http_factory
-from toolmesh.mcp_oauth import GrantStore, Logins, OAuthError
-from toolmesh.mcp_oauth.grants import MemoryGrants
-from toolmesh.rpc.client import RequestClient, RpcClient
+from toolmesh.mcp_oauth.errors import OAuthError
 from toolmesh.rpc.service import Reply, Service, current_request_id
 from toolmesh.schema.tool_service import IDEMPOTENCY_KEY as CALL_KEY
 from toolmesh.schema.json_object import json_object
 
+if TYPE_CHECKING:
+    from toolmesh.mcp.sessions import SessionPool
+    from toolmesh.mcp.signin import SignIn
+    from toolmesh.mcp_oauth import GrantStore, Logins
+
 log = logging.getLogger("toolmesh.mcp.service")
 
-MCP_TOOL_REQUEST_QUEUE = "request:tg:mcp-tool:default"
-MCP_TOOL_RESPONSE_QUEUE = "response:tg:mcp-tool:default"
-#: how much longer a client waits than the deadline it gives the service, so the service's
-#: "timed out" answer (sent after it cancelled the MCP call) arrives before the client gives up
-CLIENT_MARGIN = 2.0
+__all__ = ["MCP_TOOL_REQUEST_QUEUE", "MCP_TOOL_RESPONSE_QUEUE", "McpToolClient",
+           "McpToolService", "parse_parameters"]
 
 
 def bad_request(message: str) -> ServiceError:
@@ -159,19 +149,15 @@ class McpToolService(Service):
         self.notices = NoticeSender(bus, queue=notify_queue)
         # the answers to servers' questions, announced by the agents' approvals services
         self._answers = ApprovalGate(bus, notify_queue=approvals_notify_queue)
-        elicitor = Elicitor(self._answers)
-        # sign-ins of items with `auth` (mcp_oauth): kept in `logins`, finished at the
-        # gateway's callback under `public_url`, announced to the other replicas
-        self.logins = Logins(logins if logins is not None else MemoryGrants(),
-                             http=http_factory(addresses), public_url=public_url,
-                             announce=self.notices.login_completed,
-                             on_completed=self._signed_in)
-        self.signin = SignIn(self.logins, elicitor)
         self._login_notices = NoticeWatcher(bus, queue=notify_queue)
-        self.pool = SessionPool(sampler=Sampler(self._llm, timeout=sampling_timeout),
-                                elicitor=elicitor,
-                                on_tools_changed=self.notices.tools_changed,
-                                addresses=addresses, auth=self.signin.auth_for)
+        self._sampler = Sampler(self._llm, timeout=sampling_timeout)
+        self._addresses = addresses
+        self._grants = logins
+        self._public_url = public_url
+        # the sign-ins and the session pool (built by _calling at first use)
+        self._logins: Logins | None = None
+        self._signin: SignIn | None = None
+        self._pool: SessionPool | None = None
         #: the workspace of requests that name none
         self.workspace = workspace
         #: workspace -> its mcp items (each request is served from its own workspace's)
@@ -180,6 +166,50 @@ class McpToolService(Service):
         self._watcher = WorkspaceWatcher(bus, types=["mcp"], on_change=self._on_config,
                                          on_forget=self._forget_workspace,
                                          preload=(workspace,), **(config_queues or {}))
+
+    @property
+    def logins(self) -> Logins:
+        """The sign-ins of items with ``auth`` (:mod:`toolmesh.mcp_oauth`)."""
+        return self._calling()[0]
+
+    @property
+    def signin(self) -> SignIn:
+        """Signs calls in with the caller's grant, or asks them to sign in."""
+        return self._calling()[1]
+
+    @property
+    def pool(self) -> SessionPool:
+        """The sessions to the MCP servers."""
+        return self._calling()[2]
+
+    def _calling(self) -> tuple[Logins, SignIn, SessionPool]:
+        """What calls servers, built at the first request that needs it.
+
+        Not at start: these load the MCP SDK (its client sessions, transports and OAuth
+        helpers: about 0.5 s of CPU), which every ``toolmesh serve`` would pay before
+        ``ready`` though most never call an MCP server.
+        """
+        if self._pool is None:
+            from toolmesh.mcp.elicitation import Elicitor
+            from toolmesh.mcp.sessions import SessionPool
+            from toolmesh.mcp.signin import SignIn, http_factory
+            from toolmesh.mcp_oauth.grants import MemoryGrants
+            from toolmesh.mcp_oauth.logins import Logins
+
+            elicitor = Elicitor(self._answers)
+            # sign-ins of items with `auth` (mcp_oauth): kept in the grant store, finished at
+            # the gateway's callback under `public_url`, announced to the other replicas
+            logins = Logins(self._grants if self._grants is not None else MemoryGrants(),
+                            http=http_factory(self._addresses), public_url=self._public_url,
+                            announce=self.notices.login_completed,
+                            on_completed=self._signed_in)
+            signin = SignIn(logins, elicitor)
+            pool = SessionPool(sampler=self._sampler, elicitor=elicitor,
+                               on_tools_changed=self.notices.tools_changed,
+                               addresses=self._addresses, auth=signin.auth_for)
+            self._logins, self._signin, self._pool = logins, signin, pool
+        assert self._logins is not None and self._signin is not None
+        return self._logins, self._signin, self._pool
 
     @property
     def servers(self) -> dict[str, McpServer]:
@@ -198,14 +228,15 @@ class McpToolService(Service):
         await self._llm.start()
         await self._answers.start()
         await self.notices.start()
-        await self._login_notices.watch_logins(self.logins.completed)
+        await self._login_notices.watch_logins(self._login_completed)
         await self._watcher.start()
         await super().start()
 
     async def stop(self) -> None:
         await super().stop()
         await self._watcher.stop()
-        await self.pool.close()
+        if self._pool is not None:
+            await self._pool.close()
         await self._login_notices.stop()
         await self.notices.stop()
         await self._answers.stop()
@@ -246,7 +277,7 @@ class McpToolService(Service):
         # A session to settings that changed or vanished must not serve another call.
         stale = [id for id, old in previous.items()
                  if id not in servers or servers[id].connection_key != old.connection_key]
-        await asyncio.gather(*(self.pool.forget(id, workspace=workspace) for id in stale))
+        await self._forget(stale, workspace)
         # A client may have described a changed item (another remote tool, another server)
         # before this service applied the change, and so hold the old tool's schema: tell it.
         changed = [id for id, old in previous.items()
@@ -261,8 +292,21 @@ class McpToolService(Service):
     async def _forget_workspace(self, workspace: str) -> None:
         forgotten = self.workspaces.pop(workspace, None)
         if forgotten is not None:
-            await asyncio.gather(*(self.pool.forget(id, workspace=workspace)
-                                   for id in forgotten.servers))
+            await self._forget(forgotten.servers, workspace)
+
+    async def _forget(self, ids: Iterable[str], workspace: str) -> None:
+        """Close the sessions of items ``ids`` of ``workspace`` (none before the first call:
+        the pool, and the MCP SDK with it, is not built for this)."""
+        if self._pool is not None:
+            pool = self._pool
+            await asyncio.gather(*(pool.forget(id, workspace=workspace) for id in ids))
+
+    def _login_completed(self, workspace: str, principal: str, resource: str,
+                         at: float) -> None:
+        """A login finished (here or on another replica): tell the sign-ins. Before they
+        are built nothing here waits for one nor holds a session to end."""
+        if self._logins is not None:
+            self._logins.completed(workspace, principal, resource, at)
 
     def _server(self, name: Any, workspace: str) -> McpServer:
         if not isinstance(name, str) or not name:
@@ -301,6 +345,9 @@ class McpToolService(Service):
             return self._server(name, workspace)
 
     async def handle(self, request: dict[str, Any], reply: Reply) -> None:
+        # here, not at the top: they load the MCP SDK's OAuth helpers (see _calling)
+        from toolmesh.mcp.login_operations import LOGIN_OPERATIONS, actor_of
+
         workspace = request_workspace(request, default=self.workspace)
         operation = request.get("operation")
         if operation is not None and not isinstance(operation, str):
@@ -367,10 +414,13 @@ class McpToolService(Service):
         """A new grant (made at ``at``): the sessions begun under the old one end (a server
         may bind a session to the token it began with); the next call opens one with the new
         grant."""
-        self.pool.drop_principal(workspace, principal, before=at)
+        if self._pool is not None:
+            self._pool.drop_principal(workspace, principal, before=at)
 
     @staticmethod
     def _as_caller(server: McpServer, actor: str | None) -> McpServer:
+        from toolmesh.mcp.signin import as_caller  # loads the SDK: see _calling
+
         try:
             return as_caller(server, actor)
         except OAuthError as e:
@@ -378,6 +428,8 @@ class McpToolService(Service):
 
     async def _login_operation(self, operation: str, request: dict[str, Any],
                                server: McpServer | None, workspace: str) -> Any:
+        from toolmesh.mcp import login_operations  # loads the SDK: see _calling
+
         try:
             if operation == "logins":
                 servers = self.workspaces.get(workspace, _Servers()).servers
@@ -427,90 +479,6 @@ def _call_key(request: Mapping[str, Any]) -> str | None:
     return None if request_id is None else f"request:{request_id}"
 
 
-class McpToolClient(RpcClient):
-    """Calls the mcp-tool service; one client serves any number of concurrent calls.
-
-    Errors raise :class:`toolmesh.RequestError`: ``type`` "tool-error" when the MCP tool
-    reported a failure, "invalid-arguments" when the server refused the arguments, "mcp-error"
-    when the server could not be reached or timed out.
-    """
-
-    def __init__(self, bus: Bus, *, request_queue: str = MCP_TOOL_REQUEST_QUEUE,
-                 response_queue: str = MCP_TOOL_RESPONSE_QUEUE,
-                 notify_queue: str = MCP_TOOL_NOTIFY_QUEUE) -> None:
-        self._rpc = RequestClient(bus, request_queue=request_queue, response_queue=response_queue)
-        self._notices = NoticeWatcher(bus, queue=notify_queue)
-
-    async def stop(self) -> None:
-        await self._notices.stop()
-        await super().stop()
-
-    async def watch_tools(self, callback: ToolsChanged) -> None:
-        """Call ``callback(ids)`` whenever the service says the tools of these mcp items
-        changed (subscribes at the first call)."""
-        await self._notices.watch(callback)
-
-    async def invoke(self, name: str, parameters: Mapping[str, Any], *,
-                     timeout: float = 60.0, max_timeout: float | None = None,
-                     on_progress: ProgressSink | None = None,
-                     on_question: QuestionSink | None = None,
-                     workspace: str | None = None, key: str | None = None,
-                     actor: str | None = None) -> str:
-        """The tool's text, or the JSON text of its structured result; ``name`` is an mcp
-        item of ``workspace`` (default: the service's); ``key``: the call's idempotency key,
-        passed to the server in the call's ``_meta`` (docs/dialogs.md).
-
-        With ``on_progress``, the server's progress reports go there as they come, and each
-        pushes ``timeout`` back, up to ``max_timeout`` (default: ``timeout``); with
-        ``on_question`` too, the server's questions for the person go there (the call then
-        waits for their answer, which comes another way: :mod:`toolmesh.mcp.elicitation`)."""
-        body: dict[str, Any] = {"name": name, "parameters": dict(parameters), "timeout": timeout}
-        if workspace is not None:
-            body["workspace"] = workspace
-        if key is not None:
-            body[IDEMPOTENCY_KEY] = key
-        if actor is not None:  # whose sign-in the call uses (a dialog's person)
-            body[ACTOR_FIELD] = actor
-        if on_progress is not None:
-            answer = await stream_call(self._rpc, body, timeout=timeout,
-                                       max_timeout=max(max_timeout or timeout, timeout),
-                                       margin=CLIENT_MARGIN, on_progress=on_progress,
-                                       on_question=on_question)
-        else:
-            answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
-        text, obj = answer.get("text"), answer.get("object")
-        return result_text(McpResult(text if isinstance(text, str) else None,
-                                     _decode(obj), False))
-
-    async def describe(self, name: str, *, timeout: float = 30.0,
-                       workspace: str | None = None) -> dict[str, Any]:
-        """``{"name", "description", "inputSchema"}`` of the MCP tool ``name`` (an mcp item
-        of ``workspace``, default: the service's)."""
-        body: dict[str, Any] = {"name": name, "operation": "describe", "timeout": timeout}
-        if workspace is not None:
-            body["workspace"] = workspace
-        answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
-        described = _decode(answer.get("object"))
-        if not isinstance(described, dict):
-            raise RequestError(f"the mcp-tool service described {name!r} as {described!r}",
-                               type="mcp-error")
-        return described
-
-    async def list_tools(self, name: str, *, timeout: float = 30.0,
-                         workspace: str | None = None) -> list[dict[str, Any]]:
-        """Every tool the server of mcp item ``name`` lists (``[{"name", "description",
-        "inputSchema"}, ...]``, asked afresh), whichever of them the item names."""
-        body: dict[str, Any] = {"name": name, "operation": "list-tools", "timeout": timeout}
-        if workspace is not None:
-            body["workspace"] = workspace
-        answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
-        tools = _decode(answer.get("object"))
-        if not isinstance(tools, list):
-            raise RequestError(f"the mcp-tool service listed the tools of {name!r} as "
-                               f"{tools!r}", type="mcp-error")
-        return tools
-
-
 def _described(tool: RemoteTool) -> dict[str, Any]:
     described = {"name": tool.name, "description": tool.description,
                  "inputSchema": tool.input_schema}
@@ -519,13 +487,3 @@ def _described(tool: RemoteTool) -> dict[str, Any]:
     if tool.annotations:
         described["annotations"] = tool.annotations
     return described
-
-
-def _decode(obj: Any) -> Any:
-    """``object`` of a response: JSON text (TrustGraph's form), or already a value."""
-    if isinstance(obj, str):
-        try:
-            return json.loads(obj)
-        except json.JSONDecodeError:
-            return obj
-    return obj

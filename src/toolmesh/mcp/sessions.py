@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from toolmesh.config.service import DEFAULT_WORKSPACE
 from toolmesh.mcp.addresses import DEFAULT_POLICY, AddressPolicy
 from toolmesh.mcp.config import McpServer
-from toolmesh.mcp.connection import Connection, RemoteTool
+from toolmesh.mcp.connection import Connection
 from toolmesh.mcp.elicitation import Asking, Elicitor
 from toolmesh.mcp.errors import (
     InvalidArguments,
@@ -49,6 +49,7 @@ from toolmesh.mcp.errors import (
 from toolmesh.mcp.meta import call_meta
 from toolmesh.mcp.notices import ToolsChanged
 from toolmesh.mcp.progress import CallProgress
+from toolmesh.mcp.remote_tool import RemoteTool
 from toolmesh.mcp.results import McpResult, to_result
 from toolmesh.mcp.sampling import Sampler
 from toolmesh.telemetry import tracing
