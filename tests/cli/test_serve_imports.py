@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.processes import start_toolmesh
+from tests.processes import run_toolmesh, start_toolmesh
 from tests.servers import toolmesh_serve
 
 #: the MCP SDK and the HTTP client it brings (each name also stands for its submodules)
@@ -72,3 +72,21 @@ async def test_the_gateway_run_alone_is_ready_without_the_mcp_sdk(tmp_path: Path
     finally:
         process.terminate()
         await process.wait()
+
+
+async def test_a_configured_mcp_server_has_the_sdk_loaded_before_its_first_call(
+        tmp_path: Path) -> None:
+    # the agent gives a first describe a second: loading the SDK then (half a second of CPU,
+    # more on a loaded machine) would spend it, so an mcp item loads it at once, on a thread
+    item = '{"url": "http://127.0.0.1:9/mcp"}'  # never called: the test makes no request
+    async with toolmesh_serve(tmp_path) as served:
+        code, _, err = await run_toolmesh("config", "put", "mcp/far", "-u", served.url,
+                                          stdin_text=item)
+        assert code == 0, err
+    # started again with the item stored: it is read before `ready:`, and the load begun then
+    # is awaited by the stop, so the report holds it whether or not it ended before `ready:`
+    async with toolmesh_serve(tmp_path, extra_env=REPORT) as served:
+        started = len(until_ready(served.log))
+    modules = imported(served.log)
+    assert "mcp" in modules and "toolmesh.mcp.connection" in modules, served.log[started:][-20:]
+    assert any("MCP tools of workspace 'default': far" in line for line in served.log)

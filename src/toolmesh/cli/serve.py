@@ -283,7 +283,9 @@ async def build(part: str, bus: Bus, args: argparse.Namespace,
                               approvals_notify_queue=f"notify:tg:approvals:{args.flow}",
                               # sign-ins of servers that want OAuth (mcp/signin.py)
                               logins=await login_options.open_logins(args, stores),
-                              public_url=login_options.public_url(args))
+                              public_url=login_options.public_url(args),
+                              # run alone, MCP is all it does: ready with the SDK loaded
+                              load_sdk_at_start=getattr(args, "part", None) == "mcp-tool")
     if part == "agent":
         from toolmesh.agent.loop import AgentOptions
         from toolmesh.agent.service import AgentService

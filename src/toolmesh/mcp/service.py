@@ -41,6 +41,8 @@ closed, the next call connects anew) and deletions apply while the service runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -138,9 +140,13 @@ class McpToolService(Service):
                  notify_queue: str = MCP_TOOL_NOTIFY_QUEUE,
                  approvals_notify_queue: str = APPROVALS_NOTIFY_QUEUE,
                  addresses: AddressPolicy = DEFAULT_POLICY,
-                 logins: GrantStore | None = None, public_url: str | None = None) -> None:
+                 logins: GrantStore | None = None, public_url: str | None = None,
+                 load_sdk_at_start: bool = False) -> None:
         super().__init__(bus, request_queue=request_queue, response_queue=response_queue,
                          subscription=f"{id}-request", concurrency=concurrency)
+        #: load the MCP SDK before serving (`toolmesh run mcp-tool`, whose whole work it is),
+        #: rather than once a server is configured (:meth:`_warm`)
+        self._load_sdk_at_start = load_sdk_at_start
         self.call_timeout = call_timeout
         self.max_call_timeout = max_call_timeout
         self.stdio_allow = stdio_allow
@@ -158,6 +164,8 @@ class McpToolService(Service):
         self._logins: Logins | None = None
         self._signin: SignIn | None = None
         self._pool: SessionPool | None = None
+        #: the MCP SDK being loaded on a thread since an mcp item first appeared (_warm)
+        self._warming: asyncio.Future[None] | None = None
         #: the workspace of requests that name none
         self.workspace = workspace
         #: workspace -> its mcp items (each request is served from its own workspace's)
@@ -190,7 +198,7 @@ class McpToolService(Service):
         ``ready`` though most never call an MCP server.
         """
         if self._pool is None:
-            from toolmesh.mcp.elicitation import Elicitor
+            from toolmesh.mcp.elicitation import Elicitor  # (at once if _warm has loaded it)
             from toolmesh.mcp.sessions import SessionPool
             from toolmesh.mcp.signin import SignIn, http_factory
             from toolmesh.mcp_oauth.grants import MemoryGrants
@@ -225,6 +233,10 @@ class McpToolService(Service):
         return {"error": error, "text": None, "object": None}
 
     async def start(self) -> None:
+        if self._load_sdk_at_start:
+            self._warm()
+            assert self._warming is not None
+            await self._warming
         await self._llm.start()
         await self._answers.start()
         await self.notices.start()
@@ -235,6 +247,9 @@ class McpToolService(Service):
     async def stop(self) -> None:
         await super().stop()
         await self._watcher.stop()
+        if self._warming is not None:  # a thread cannot be cancelled: let it end
+            with contextlib.suppress(Exception):  # (a failed import fails the first call)
+                await self._warming
         if self._pool is not None:
             await self._pool.close()
         await self._login_notices.stop()
@@ -274,6 +289,8 @@ class McpToolService(Service):
             servers[key] = server
         previous = self.workspaces.get(workspace, _Servers()).servers
         self.workspaces[workspace] = _Servers(servers, invalid, snapshot.version)
+        if servers:
+            self._warm()
         # A session to settings that changed or vanished must not serve another call.
         stale = [id for id, old in previous.items()
                  if id not in servers or servers[id].connection_key != old.connection_key]
@@ -288,6 +305,13 @@ class McpToolService(Service):
                  workspace, ", ".join(sorted(servers)) or "(none)")
         async with self._changed:
             self._changed.notify_all()
+
+    def _warm(self) -> None:
+        """Load what calls servers on a thread, once there is a server to call: the first
+        describe then finds the SDK loaded, as the agent gives it a second to answer, and a
+        deployment with no mcp item never loads it (see :meth:`_calling`)."""
+        if self._warming is None and self._pool is None:  # (once)
+            self._warming = asyncio.ensure_future(asyncio.to_thread(_load_calling))
 
     async def _forget_workspace(self, workspace: str) -> None:
         forgotten = self.workspaces.pop(workspace, None)
@@ -487,3 +511,11 @@ def _described(tool: RemoteTool) -> dict[str, Any]:
     if tool.annotations:
         described["annotations"] = tool.annotations
     return described
+
+
+def _load_calling() -> None:
+    """Import the modules :meth:`McpToolService._calling` builds from (the MCP SDK with them).
+    On a thread: an import holds the GIL in turns, so the service goes on answering."""
+    for name in ("toolmesh.mcp.sessions", "toolmesh.mcp.signin", "toolmesh.mcp.elicitation",
+                 "toolmesh.mcp_oauth.logins", "toolmesh.mcp_oauth.grants"):
+        importlib.import_module(name)
