@@ -41,7 +41,6 @@ closed, the next call connects anew) and deletions apply while the service runs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import json
 import logging
@@ -164,8 +163,8 @@ class McpToolService(Service):
         self._logins: Logins | None = None
         self._signin: SignIn | None = None
         self._pool: SessionPool | None = None
-        #: the MCP SDK being loaded on a thread since an mcp item first appeared (_warm)
-        self._warming: asyncio.Future[None] | None = None
+        #: whether the MCP SDK's load was asked for, once an mcp item appeared (_warm)
+        self._warmed = False
         #: the workspace of requests that name none
         self.workspace = workspace
         #: workspace -> its mcp items (each request is served from its own workspace's)
@@ -234,9 +233,7 @@ class McpToolService(Service):
 
     async def start(self) -> None:
         if self._load_sdk_at_start:
-            self._warm()
-            assert self._warming is not None
-            await self._warming
+            _load_calling()
         await self._llm.start()
         await self._answers.start()
         await self.notices.start()
@@ -247,9 +244,6 @@ class McpToolService(Service):
     async def stop(self) -> None:
         await super().stop()
         await self._watcher.stop()
-        if self._warming is not None:  # a thread cannot be cancelled: let it end
-            with contextlib.suppress(Exception):  # (a failed import fails the first call)
-                await self._warming
         if self._pool is not None:
             await self._pool.close()
         await self._login_notices.stop()
@@ -307,11 +301,15 @@ class McpToolService(Service):
             self._changed.notify_all()
 
     def _warm(self) -> None:
-        """Load what calls servers on a thread, once there is a server to call: the first
-        describe then finds the SDK loaded, as the agent gives it a second to answer, and a
-        deployment with no mcp item never loads it (see :meth:`_calling`)."""
-        if self._warming is None and self._pool is None:  # (once)
-            self._warming = asyncio.ensure_future(asyncio.to_thread(_load_calling))
+        """Load what calls servers once there is a server to call, just after this config
+        change is applied: the first describe then finds the SDK loaded, as the agent gives it
+        a second to answer, and a deployment with no mcp item never loads it (see
+        :meth:`_calling`). On the event loop's thread, not another: the SDK's modules import
+        each other in circles, and a second thread importing them while this one does (a
+        request's) finds some half made."""
+        if not self._warmed and self._pool is None:
+            self._warmed = True
+            asyncio.get_running_loop().call_soon(_load_quietly)
 
     async def _forget_workspace(self, workspace: str) -> None:
         forgotten = self.workspaces.pop(workspace, None)
@@ -514,8 +512,16 @@ def _described(tool: RemoteTool) -> dict[str, Any]:
 
 
 def _load_calling() -> None:
-    """Import the modules :meth:`McpToolService._calling` builds from (the MCP SDK with them).
-    On a thread: an import holds the GIL in turns, so the service goes on answering."""
+    """Import the modules :meth:`McpToolService._calling` builds from (the MCP SDK with
+    them)."""
     for name in ("toolmesh.mcp.sessions", "toolmesh.mcp.signin", "toolmesh.mcp.elicitation",
                  "toolmesh.mcp_oauth.logins", "toolmesh.mcp_oauth.grants"):
         importlib.import_module(name)
+
+
+def _load_quietly() -> None:
+    """:func:`_load_calling`, ahead of need: a failure is the first call's to report."""
+    try:
+        _load_calling()
+    except Exception as e:  # noqa: BLE001 - reported again, with its context, at first use
+        log.warning("could not load the MCP SDK ahead of the first call: %s", e)
