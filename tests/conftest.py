@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import compileall
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import toolmesh
 from tests.pulsar_broker import PulsarLite
 from tests.rabbit import RABBITMQ_URL, close_connection_from_broker, delete_test_entities
 from toolmesh import Bus, connect
@@ -43,6 +45,25 @@ def _is_slow(item: pytest.Item, folder: str) -> bool:
     return (folder in SLOW_FOLDERS
             or any(item.get_closest_marker(m) for m in SLOW_MARKS)
             or any(f in fixtures for f in SLOW_FIXTURES))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile toolmesh's and the tests' modules to bytecode once, before any test starts.
+
+    The suite starts well over a thousand Python processes (``toolmesh serve``, its parts, the
+    CLI, the MCP test servers). Where ``PYTHONDONTWRITEBYTECODE`` is set, as on the CI machine,
+    none of them writes the bytecode it compiles, so in a fresh clone each would compile every
+    module it imports from source again: about 0.35 s of CPU more for each ``toolmesh serve``
+    to be ready (0.8 s instead of 0.45 s), a third of the suite's CPU time. The flag keeps
+    processes from writing; it does not keep them from reading what is compiled here.
+    """
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller did it already
+        return
+    root = Path(__file__).resolve().parent.parent
+    package = Path(toolmesh.__file__).resolve().parent
+    for folder in {package, root / "tests", root / "bench", root / "examples"}:
+        if folder.is_dir():  # an installed (not editable) toolmesh: pip compiled it already
+            compileall.compile_dir(folder, quiet=2, workers=0)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
