@@ -37,6 +37,8 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
+from tests.forkserver import spawn
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: the (address, port) of every client connection an HTTP server of this process accepted
 PEERS: set[tuple[Any, ...]] = set()
@@ -397,8 +399,10 @@ async def start_server(transport: str = "streamable-http", *, port: int = 0,
                        module: str = "tests.mcp.servers") -> ServerProcess:
     """Start an HTTP test server as a child process (``python -m module``: this module's
     server unless told otherwise); return once it says it is listening."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", module, "--transport", transport,
+    # forked from a template that imported the module (tests/forkserver.py): a new
+    # interpreter would spend most of a second importing the MCP SDK's server
+    proc = await spawn(
+        module, "--transport", transport,
         "--port", str(port), "--name", name, *(["--token", token] if token else []), *args,
         env={**os.environ, **child_env()}, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
