@@ -60,13 +60,13 @@ from typing import Any
 TEMPLATES: tuple[tuple[str, ...], ...] = (
     ("toolmesh.cli.main", "toolmesh.cli.serve", "toolmesh.runtime", "toolmesh.gateway.server",
      "toolmesh.agent.service", "toolmesh.prompt.defaults", "toolmesh.telemetry.exposition",
-     "toolmesh.config.store.sqlite", "toolmesh.dialogs.sqlite"),
+     "toolmesh.config.store.sqlite", "toolmesh.dialogs.sqlite", "tests.fork_probe"),
     ("tests.mcp.servers", "tests.mcp.callback_servers", "tests.agent.arg_servers"),
 )
-#: the modules a child may run as ``__main__`` when forked: each template's own (the first
-#: template imports toolmesh's commands for its first module, toolmesh.cli.main)
-RUNS = {"toolmesh.cli.main": 0, "tests.mcp.servers": 1, "tests.mcp.callback_servers": 1,
-        "tests.agent.arg_servers": 1}
+#: the modules a child may run as ``__main__`` when forked, and the template it is forked from
+#: (tests.fork_probe is tests/test_forkserver.py's)
+RUNS = {"toolmesh.cli.main": 0, "tests.fork_probe": 0, "tests.mcp.servers": 1,
+        "tests.mcp.callback_servers": 1, "tests.agent.arg_servers": 1}
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 _HEADER = struct.Struct("!I")
@@ -230,7 +230,8 @@ async def _fork(template: _Template, module: str, args: Sequence[str], env: dict
         socket.send_fds(control, [_HEADER.pack(len(request)) + request], theirs)
         answer = b""
         while not answer.endswith(b"\n"):  # "pid N\n": the fork is done at once
-            chunk = control.recv(64)
+            # a byte at a time: a child that ends at once has its "exit" line right behind
+            chunk = control.recv(1)
             if not chunk:
                 raise RuntimeError(f"the fork template for {module} closed without a child")
             answer += chunk
@@ -355,17 +356,22 @@ def _child(request: dict[str, Any], fds: list[int], base: list[str]) -> None:
 
 def _new_standard_streams(*, unbuffered: bool) -> None:
     """``sys.stdin``/``stdout``/``stderr`` on the new descriptors 0–2, made as the interpreter
-    makes them at start."""
-    def writer(fd: int, errors: str, line_buffering: bool) -> io.TextIOWrapper:
+    makes them at start: with the template's encodings and error handlers (it started with the
+    same locale and ``PYTHON*`` variables), buffered as a pipe's or a terminal's are."""
+    def writer(fd: int, like: io.TextIOWrapper, line_buffering: bool) -> io.TextIOWrapper:
         raw = io.FileIO(fd, "w", closefd=False)
-        return io.TextIOWrapper(raw if unbuffered else io.BufferedWriter(raw), encoding="utf-8",
-                                errors=errors, line_buffering=line_buffering,
+        return io.TextIOWrapper(raw if unbuffered else io.BufferedWriter(raw),
+                                encoding=like.encoding, errors=like.errors,
+                                line_buffering=line_buffering and not unbuffered,
                                 write_through=unbuffered)
 
+    was_in, was_out, was_err = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    assert was_in is not None and was_out is not None and was_err is not None
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
-    sys.stdout = sys.__stdout__ = writer(1, "strict", os.isatty(1))
-    sys.stderr = sys.__stderr__ = writer(2, "backslashreplace", True)
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=was_in.encoding,
+        errors=was_in.errors)
+    sys.stdout = sys.__stdout__ = writer(1, was_out, os.isatty(1))  # type: ignore[arg-type]
+    sys.stderr = sys.__stderr__ = writer(2, was_err, True)  # type: ignore[arg-type]
 
 
 def _run(module: str) -> int:
