@@ -45,6 +45,7 @@ from toolmesh.dialogs.journal import (
     fold,
     unfold,
 )
+from toolmesh.postgres import DDL_LOCK, quote_ident
 from toolmesh.urls import mask_url, url_passwords
 
 log = logging.getLogger("toolmesh.dialogs")
@@ -66,7 +67,6 @@ _TRIM_BATCH = 500
 
 
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-_DDL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('toolmesh.dialogs'))"
 _SWEEP_EVERY = 100
 #: seconds until the dialog's client stops waiting, by the server's clock
 _REMAINING = "extract(epoch FROM due - clock_timestamp())::float8 AS remaining"
@@ -105,10 +105,6 @@ _COLUMNS = ("id, workspace, \"user\", question, status, started, updated, due, s
             " tool_calls, in_token, out_token, request, folded")
 
 
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _dialog(row: asyncpg.Record) -> Dialog:
     return Dialog(id=row["id"], workspace=row["workspace"], user=row["user"],
                   question=row["question"], status=row["status"], started=row["started"],
@@ -141,7 +137,7 @@ class PostgresDialogJournal:
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self._pool: asyncpg.Pool | None = None
-        s = _quote_ident(self.schema)
+        s = quote_ident(self.schema)
         self._dialogs = f"{s}.toolmesh_dialogs"
         self._entries = f"{s}.toolmesh_dialog_entries"
         self._finished = 0
@@ -173,9 +169,9 @@ class PostgresDialogJournal:
             async with pool.acquire() as conn, conn.transaction():
                 if await conn.fetchval("SELECT to_regclass($1) IS NULL OR to_regclass($2) IS "
                                        "NULL", self._dialogs, self._entries):
-                    await conn.execute(_DDL_LOCK)
+                    await conn.execute(DDL_LOCK)
                     await conn.execute(
-                        f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+                        f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
                     await conn.execute(f"""
                         CREATE TABLE IF NOT EXISTS {self._dialogs} (
                             id         text PRIMARY KEY,
@@ -215,7 +211,7 @@ class PostgresDialogJournal:
                         self._dialogs):
                     # a journal written before questions were stored once and dialogs sized:
                     # its rows read as they are (no default rewrites them)
-                    await conn.execute(_DDL_LOCK)
+                    await conn.execute(DDL_LOCK)
                     await conn.execute(
                         f"ALTER TABLE {self._dialogs} ADD COLUMN IF NOT EXISTS bytes bigint,"
                         " ADD COLUMN IF NOT EXISTS folded boolean NOT NULL DEFAULT false")

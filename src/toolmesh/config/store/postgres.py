@@ -43,19 +43,13 @@ from toolmesh.config.store.base import (
     check_token,
     iso_utc,
 )
+from toolmesh.postgres import DDL_LOCK, quote_ident
 from toolmesh.urls import mask_url, url_passwords
 
 DEFAULT_SCHEMA = "public"
 
 # what a failing server, network or driver raises; anything else is a bug and propagates
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-
-# one constant lock id: schema/table creation by several processes at once must not race
-_DDL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('toolmesh.config.store'))"
-
-
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def split_schema(url: str) -> tuple[str, str]:
@@ -93,7 +87,7 @@ class PostgresConfigStore:
         self.connect_timeout = connect_timeout
         self.remembered_requests = check_remembered(remembered_requests)
         self._pool: asyncpg.Pool | None = None
-        s = _quote_ident(self.schema)
+        s = quote_ident(self.schema)
         self._config = f"{s}.toolmesh_config"
         self._version = f"{s}.toolmesh_config_version"
         self._applied = f"{s}.toolmesh_config_applied"
@@ -141,10 +135,10 @@ class PostgresConfigStore:
             # privilege, which a deployment's runtime role may rightly lack (a store made
             # before toolmesh_config_applied existed gets it here, once, from a role that may)
             if not present:
-                await conn.execute(_DDL_LOCK)
+                await conn.execute(DDL_LOCK)
                 if not await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1",
                                            self.schema):
-                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
                 await conn.execute(f"""
                     CREATE TABLE IF NOT EXISTS {self._config} (
                         workspace text NOT NULL,

@@ -26,6 +26,7 @@ from toolmesh.config.store.postgres import split_schema
 from toolmesh.mcp_oauth.errors import GrantStoreError
 from toolmesh.mcp_oauth.grants.memory import MAX_PENDING
 from toolmesh.mcp_oauth.grants.store import StoredGrant, StoredPending
+from toolmesh.postgres import DDL_LOCK, quote_ident
 from toolmesh.urls import mask_url, url_passwords
 
 __all__ = ["PostgresGrants"]
@@ -33,12 +34,7 @@ __all__ = ["PostgresGrants"]
 T = TypeVar("T")
 
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-_DDL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('toolmesh.mcp_oauth.grants'))"
 _GRANT_COLUMNS = "workspace, principal, resource, issuer, scope, expires_at, obtained, secret"
-
-
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _grant(row: asyncpg.Record) -> StoredGrant:
@@ -71,7 +67,7 @@ class PostgresGrants:
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self._pool: asyncpg.Pool | None = None
-        s = _quote_ident(self.schema)
+        s = quote_ident(self.schema)
         self._grants = f"{s}.toolmesh_mcp_grants"
         self._pending = f"{s}.toolmesh_mcp_pending"
         self._clients = f"{s}.toolmesh_mcp_clients"
@@ -120,8 +116,8 @@ class PostgresGrants:
             if present:
                 return
             # replicas starting together: one creates, the others wait, then find them made
-            await conn.execute(_DDL_LOCK)
-            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+            await conn.execute(DDL_LOCK)
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
             await conn.execute(f"""
                 CREATE TABLE IF NOT EXISTS {self._grants} (
                     workspace  text NOT NULL,

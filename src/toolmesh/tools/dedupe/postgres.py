@@ -27,6 +27,7 @@ import asyncpg
 from toolmesh import json_codec
 from toolmesh.config.errors import ConfigError
 from toolmesh.config.store.postgres import split_schema
+from toolmesh.postgres import DDL_LOCK, quote_ident
 from toolmesh.tools.dedupe.store import (
     Claim,
     Claimed,
@@ -40,14 +41,9 @@ from toolmesh.urls import mask_url, url_passwords
 log = logging.getLogger("toolmesh.tools.dedupe")
 
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-_DDL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('toolmesh.tools.dedupe'))"
 #: the channel completions and releases are announced on (payload: the key)
 CHANNEL = "toolmesh_tool_calls"
 _SWEEP_EVERY = 100
-
-
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _row_key(key: str) -> str:
@@ -72,7 +68,7 @@ class PostgresDedupe:
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self._pool: asyncpg.Pool | None = None
-        self._table = f"{_quote_ident(self.schema)}.toolmesh_tool_calls"
+        self._table = f"{quote_ident(self.schema)}.toolmesh_tool_calls"
         self._listener: asyncpg.Connection | None = None
         self._listening: asyncio.Lock | None = None
         #: key -> the futures of the claims waiting for it to be completed or released
@@ -104,9 +100,9 @@ class PostgresDedupe:
         try:
             async with pool.acquire() as conn, conn.transaction():
                 if await conn.fetchval("SELECT to_regclass($1) IS NULL", self._table):
-                    await conn.execute(_DDL_LOCK)
+                    await conn.execute(DDL_LOCK)
                     await conn.execute(
-                        f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+                        f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
                     await conn.execute(f"""
                         CREATE TABLE IF NOT EXISTS {self._table} (
                             key         text PRIMARY KEY,
