@@ -95,8 +95,9 @@ def _uses_a_module_fixture(item: pytest.Item) -> bool:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """``--dist loadgroup`` handing out the real-model group first: it runs for minutes on one
-    worker, so it must start at once, not behind groups that merely have more tests."""
+    """``--dist loadgroup`` handing out the real-model group first, then the shared-servers
+    group: each runs for minutes on one worker, so each must start at once, not behind groups
+    that merely have more tests, or it would end the run alone."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
@@ -107,7 +108,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
         def _assign_work_unit(self, node: object) -> None:
             if not self._ordered:  # the first assignment: the queue is complete
                 self._ordered = True
-                units = sorted(self.workqueue.items(), key=lambda u: u[0] != "local-model")
+                units = sorted(self.workqueue.items(), key=lambda u: (
+                    u[0] != "local-model", u[0] != "shared-servers"))
                 self.workqueue.clear()
                 self.workqueue.update(units)
             super()._assign_work_unit(node)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 
+from tests.forkserver import spawn
 from tests.processes import env
 
 
@@ -96,9 +97,15 @@ async def until(condition: Callable[[], bool], procs: list[Proc], *, timeout: fl
 
 
 class Cluster:
-    """The processes of one test; all stopped (and checked) at the end."""
+    """The processes of one test; all stopped (and checked) at the end.
 
-    def __init__(self) -> None:
+    toolmesh's parts are forked from the test worker's template (tests/forkserver.py) unless
+    ``new_interpreters``: then each starts as ``python -m`` does, a new interpreter importing
+    everything itself, as in a real deployment (the flagship deployment test does so).
+    """
+
+    def __init__(self, *, new_interpreters: bool = False) -> None:
+        self.new_interpreters = new_interpreters
         self.procs: dict[str, Proc] = {}
         #: the processes' data folder (an agent's dialogs by default): never the user's
         self.data_dir = tempfile.mkdtemp(prefix="toolmesh-e2e-")
@@ -107,10 +114,13 @@ class Cluster:
                     ready: str | None = "ready:", timeout: float = 60,
                     extra_env: dict[str, str] | None = None) -> Proc:
         """Start ``python -m MODULE ARGS`` and wait until it logs ``ready``."""
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", module, *args,
-            env={**env(), "TOOLMESH_DATA_DIR": self.data_dir, **(extra_env or {})},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        child_env = {**env(), "TOOLMESH_DATA_DIR": self.data_dir, **(extra_env or {})}
+        pipe = asyncio.subprocess.PIPE
+        if self.new_interpreters:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", module, *args, env=child_env, stdout=pipe, stderr=pipe)
+        else:
+            proc = await spawn(module, *args, env=child_env, stdout=pipe, stderr=pipe)
         p = self.procs[name] = Proc(name, proc)
         if ready is not None:
             await p.wait_for(re.escape(ready), timeout=timeout)
@@ -131,8 +141,8 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def cluster() -> AsyncIterator[Cluster]:
-    c = Cluster()
+async def cluster(*, new_interpreters: bool = False) -> AsyncIterator[Cluster]:
+    c = Cluster(new_interpreters=new_interpreters)
     try:
         yield c
     except BaseException:

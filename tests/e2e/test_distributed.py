@@ -171,11 +171,12 @@ async def ask_until_recovered(http: aiohttp.ClientSession, gateway: str, deadlin
                 raise
 
 
-async def scenario(broker: Broker, tmp_path: Path, *, store: str) -> None:
+async def scenario(broker: Broker, tmp_path: Path, *, store: str,
+                   new_interpreters: bool = False) -> None:
     topic = f"{RUN_MARKER}-replica-{uuid.uuid4().hex[:6]}"
     async with OpenAITestServer(respond=respond) as llm, \
             running_server("streamable-http", name="weather-dist") as mcp, \
-            cluster() as c, aiohttp.ClientSession() as http:
+            cluster(new_interpreters=new_interpreters) as c, aiohttp.ClientSession() as http:
         gateway, replica_1, replica_2 = await start_deployment(
             c, broker, store=store, llm=llm.base_url, topic=topic)
         await load_config(c, gateway, topic=topic, mcp_url=mcp.url)
@@ -244,7 +245,8 @@ async def scenario(broker: Broker, tmp_path: Path, *, store: str) -> None:
 async def test_a_deployment_across_processes_on_rabbitmq_and_postgresql(
         rabbitmq_vhost: Broker, tmp_path: Path) -> None:
     store = f"{POSTGRES}?schema=tm_e2e_{uuid.uuid4().hex[:8]}"
-    await scenario(rabbitmq_vhost, tmp_path, store=store)
+    # every part a new interpreter, as deployed (the other e2e tests fork theirs)
+    await scenario(rabbitmq_vhost, tmp_path, store=store, new_interpreters=True)
 
 
 @pytest.mark.pulsar
