@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.forkserver import spawn
 from tests.gateway.test_approvals_route import Mailer, approving_serve, ask, offered
 from tests.mcp import everything as everything_mcp
 from tests.mcp.everything import EverythingServer
@@ -56,8 +56,8 @@ async def waiting(served: Served, question: str, *, until: str = HINT,
     """`toolmesh agent QUESTION` with ``stdin`` (default: at its end, ``/dev/null``), until
     it writes a line with ``until`` on stderr (default: how the call it waits for is
     answered)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", "agent", question, "-u", served.url,
+    process = await spawn(
+        "toolmesh.cli.main", "agent", question, "-u", served.url,
         env=env(), stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     assert process.stderr is not None
     err: list[str] = []

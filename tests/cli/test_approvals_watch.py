@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from tests.cli.test_approvals_cli import listed, waiting
 from tests.dialogs.test_embedded_restart import SERVICES
+from tests.forkserver import spawn
 from tests.gateway.test_approvals_route import ROUTE, Mailer, approving_serve, ask, offered
 from tests.processes import env, run_toolmesh
 from tests.servers import Served, toolmesh_serve
@@ -66,8 +66,8 @@ class Watch:
 
 
 async def watch(served: Served) -> Watch:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", "approvals", "approve", "--watch", "-u",
+    process = await spawn(
+        "toolmesh.cli.main", "approvals", "approve", "--watch", "-u",
         served.url, env=env(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     return Watch(process)

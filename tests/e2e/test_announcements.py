@@ -53,6 +53,7 @@ import pytest_asyncio
 from tests.conftest import RUN_MARKER
 from tests.e2e.cluster import Cluster, Proc, until
 from tests.examples.loading import EXAMPLES
+from tests.forkserver import spawn
 from tests.processes import env, run_toolmesh
 from tests.rabbit import own_vhost
 
@@ -124,8 +125,8 @@ class Mesh:
         it; returns once it is ready (serving and announced)."""
         self._count += 1
         name = f"wordcount-{self._count}"
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "toolmesh.cli.main", "run", "wordtools:WordCount",
+        proc = await spawn(
+            "toolmesh.cli.main", "run", "wordtools:WordCount",
             "--bus", self.bus, "--announce-ttl", f"{ttl:g}", *extra, env=env(), cwd=WORDCOUNT,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         p = self.cluster.procs[name] = Proc(name, proc)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from tests.forkserver import spawn
 from tests.mcp_oauth.protected_server import ProtectedServer
 from tests.processes import env, run_toolmesh
 from tests.servers import Served
@@ -108,8 +108,8 @@ class LoginCommand:
 @asynccontextmanager
 async def login_command(served: Served, item: str, *extra: str,
                         token: str | None = ADMIN) -> AsyncIterator[LoginCommand]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolmesh.cli.main", "mcp", "login", item, "--no-browser",
+    proc = await spawn(
+        "toolmesh.cli.main", "mcp", "login", item, "--no-browser",
         *extra, "-u", served.url, *(["-t", token] if token else []),
         env={**env(), **CLEAN_ENV}, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)

@@ -31,6 +31,7 @@ import pytest
 
 from tests.conftest import RUN_MARKER
 from tests.e2e.cluster import Cluster, Proc
+from tests.forkserver import spawn
 from tests.processes import ROOT, env
 from tests.rabbit import own_vhost
 from tests.telemetry.otlp_receiver import (
@@ -140,8 +141,8 @@ async def deployment(tmp_path: Path, *, script: Sequence[Mapping[str, str]],
     async with own_vhost(f"{RUN_MARKER}-traces") as bus, aiohttp.ClientSession() as http:
         try:
             for name in parts:  # all at once: each waits for what it needs on the bus
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "toolmesh.cli.main", "run", name,
+                proc = await spawn(
+                    "toolmesh.cli.main", "run", name,
                     *arguments.get(name, []), "--bus", bus, env=child_env(otel),
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
                 c.procs[name] = Proc(name, proc)
