@@ -220,6 +220,19 @@ async def test_rest_errors_name_the_problem(route: Route, request_body: dict[str
     assert says in body["error"]["message"]
 
 
+async def test_a_workspace_the_store_cannot_hold_is_a_refused_field_not_a_failed_service(
+        route: Route) -> None:
+    # found by schemathesis: a NUL in the body's workspace came back as a 502 config-error
+    # (from reading that workspace's approval policies, before the call)
+    for workspace, says in (("a\x00b", "must not contain NUL"),
+                            ("lone \ud800 surrogate", "not valid Unicode")):
+        body = await route.post({"id": "joke-service", "workspace": workspace}, status=400)
+        assert body["error"]["type"] == "bad-request", body
+        assert says in body["error"]["message"], body
+    # and the route goes on answering
+    assert "response" in await route.post({"id": "joke-service", "arguments": {"topic": "x"}})
+
+
 async def test_an_unknown_id_says_how_to_configure_it(route: Route) -> None:
     message = (await route.post({"id": "nope"}))["error"]["message"]
     assert message == ("no tool service 'nope' in workspace 'default': no config item "

@@ -184,8 +184,12 @@ class CallApproval:
             try:
                 answer = await route.config.request(request)
             except RequestError as e:
+                # the config service refused the workspace's name (NUL, a lone surrogate):
+                # the caller's mistake (400), as on the flows route, not a failed service (502)
+                refused = e.type == "config-error"
                 raise RequestError(f"the approval policies of workspace {workspace!r} could "
-                                   f"not be read: {e.message}", type=e.type) from None
+                                   f"not be read: {e.message}",
+                                   type="bad-request" if refused else e.type) from None
             pairs = [(str(v.get("key", key)), v.get("value")) for v in answer.get("values") or ()
                      if isinstance(v, dict) and v.get("value") is not None]
             cached = json.dumps(pairs)
