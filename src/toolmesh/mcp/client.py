@@ -85,11 +85,8 @@ class McpToolClient(RpcClient):
                        workspace: str | None = None) -> dict[str, Any]:
         """``{"name", "description", "inputSchema"}`` of the MCP tool ``name`` (an mcp item
         of ``workspace``, default: the service's)."""
-        body: dict[str, Any] = {"name": name, "operation": "describe", "timeout": timeout}
-        if workspace is not None:
-            body["workspace"] = workspace
-        answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
-        described = _decode(answer.get("object"))
+        described = await self._operation("describe", name, timeout=timeout,
+                                          workspace=workspace)
         if not isinstance(described, dict):
             raise RequestError(f"the mcp-tool service described {name!r} as {described!r}",
                                type="mcp-error")
@@ -99,15 +96,20 @@ class McpToolClient(RpcClient):
                          workspace: str | None = None) -> list[dict[str, Any]]:
         """Every tool the server of mcp item ``name`` lists (``[{"name", "description",
         "inputSchema"}, ...]``, asked afresh), whichever of them the item names."""
-        body: dict[str, Any] = {"name": name, "operation": "list-tools", "timeout": timeout}
-        if workspace is not None:
-            body["workspace"] = workspace
-        answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
-        tools = _decode(answer.get("object"))
+        tools = await self._operation("list-tools", name, timeout=timeout, workspace=workspace)
         if not isinstance(tools, list):
             raise RequestError(f"the mcp-tool service listed the tools of {name!r} as "
                                f"{tools!r}", type="mcp-error")
         return tools
+
+    async def _operation(self, operation: str, name: str, *, timeout: float,
+                         workspace: str | None) -> Any:
+        """The decoded ``object`` of the service's answer to ``operation`` on item ``name``."""
+        body: dict[str, Any] = {"name": name, "operation": operation, "timeout": timeout}
+        if workspace is not None:
+            body["workspace"] = workspace
+        answer = await self._rpc.request(body, timeout=timeout + CLIENT_MARGIN)
+        return _decode(answer.get("object"))
 
 
 def _decode(obj: Any) -> Any:
