@@ -25,7 +25,7 @@ from toolmesh.config.store import ConfigStore, open_store
 from toolmesh.config.store.base import Unchanged
 from toolmesh.config.store.postgres import PostgresConfigStore
 from toolmesh.config.store.sqlite import SQLiteConfigStore
-from toolmesh.errors import ToolmeshError
+from toolmesh.postgres import quote_ident
 
 POSTGRES_URL = os.environ.get("TOOLMESH_TEST_POSTGRES", "postgresql://root@127.0.0.1:5432/test")
 
@@ -33,10 +33,6 @@ POSTGRES_URL = os.environ.get("TOOLMESH_TEST_POSTGRES", "postgresql://root@127.0
 REFUSED = "refused-by-test-trigger"
 
 WS = "default"
-
-
-def _qi(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass
@@ -70,7 +66,7 @@ class Backend:
                 return rows
         conn = await asyncpg.connect(POSTGRES_URL)
         try:
-            rows = await conn.fetch(statement.format(s=f"{_qi(self.schema or '')}."))
+            rows = await conn.fetch(statement.format(s=f"{quote_ident(self.schema or '')}."))
         finally:
             await conn.close()
         return [tuple(r) for r in rows]
@@ -88,7 +84,7 @@ class Backend:
                            f" WHEN NEW.request_id = '{REFUSED}'"
                            " BEGIN SELECT RAISE(ABORT, 'record refused by the test trigger'); END")
             return
-        s = _qi(self.schema or "")
+        s = quote_ident(self.schema or "")
         conn = await asyncpg.connect(POSTGRES_URL)
         try:
             await conn.execute(f"""
@@ -119,7 +115,7 @@ class Backend:
                                " BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END")
                 db.commit()
         else:
-            s = _qi(self.schema or "")
+            s = quote_ident(self.schema or "")
             conn = await asyncpg.connect(POSTGRES_URL)
             try:
                 await conn.execute(f"""
@@ -156,7 +152,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         if b.schema is not None:
             conn = await asyncpg.connect(POSTGRES_URL)
             try:
-                await conn.execute(f"DROP SCHEMA IF EXISTS {_qi(b.schema)} CASCADE")
+                await conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(b.schema)} CASCADE")
             finally:
                 await conn.close()
 
@@ -454,7 +450,7 @@ async def test_a_store_made_before_request_ids_gets_their_table_on_open(
     if backend.path is not None:
         backend.path.parent.mkdir(mode=0o700)
     else:
-        await backend.sql(f"CREATE SCHEMA {_qi(backend.schema or '')}")
+        await backend.sql(f"CREATE SCHEMA {quote_ident(backend.schema or '')}")
     await backend.sql("CREATE TABLE {s}toolmesh_config (workspace text NOT NULL, type text NOT"
                       " NULL, key text NOT NULL, value text NOT NULL,"
                       " PRIMARY KEY (workspace, type, key))")
@@ -550,93 +546,3 @@ async def test_data_and_version_survive_closing_and_reopening(backend: Backend,
     assert await reopened.dump("w2") == {"mcp": {"m": "3"}}
     assert await reopened.workspaces() == ["w1", "w2"]
     assert await reopened.put("w1", [("tool", "c", "4")]) == 4  # the counter carries on
-
-
-# --- opening: URLs and errors --------------------------------------------------------------
-
-
-async def test_config_error_is_a_toolmesh_error_with_the_wire_type() -> None:
-    e = ConfigError("x")
-    assert isinstance(e, ToolmeshError)
-    assert e.to_wire() == {"type": "config-error", "message": "x"}
-
-
-async def test_sqlite_creates_the_file_and_directories_in_wal_mode(tmp_path: Path) -> None:
-    path = tmp_path / "a" / "b" / "config.db"
-    store = await open_store(f"sqlite://{path}")
-    try:
-        await store.put(WS, [("t", "k", "v")])
-    finally:
-        await store.close()
-    assert path.is_file()
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("SELECT value FROM toolmesh_config").fetchall() == [("v",)]
-
-
-async def test_a_plain_path_opens_a_sqlite_store(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    store = await open_store("sub/config.db")
-    try:
-        assert await store.put(WS, [("t", "k", "v")]) == 1
-    finally:
-        await store.close()
-    assert (tmp_path / "sub" / "config.db").is_file()
-
-
-async def test_a_percent_encoded_sqlite_url_is_decoded(tmp_path: Path) -> None:
-    store = await open_store(f"sqlite://{tmp_path}/my%20config.db")
-    await store.close()
-    assert (tmp_path / "my config.db").is_file()
-
-
-async def test_a_file_that_is_not_a_database_is_a_config_error(tmp_path: Path) -> None:
-    path = tmp_path / "junk.db"
-    path.write_bytes(b"this is not a sqlite file, just some text " * 100)
-    with pytest.raises(ConfigError, match="cannot open the config store at .*junk.db"):
-        await open_store(f"sqlite://{path}")
-
-
-async def test_an_unwritable_location_is_a_config_error(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("a file where a directory should be")
-    with pytest.raises(ConfigError, match="cannot open the config store"):
-        await open_store(f"sqlite://{blocker}/config.db")
-
-
-@pytest.mark.parametrize("url", [
-    "",
-    "mysql://admin:hunter2@db.example/config",
-    "redis://:hunter2@127.0.0.1:6379/0",
-    "sqlite://somehost/config.db",
-    "sqlite:///",
-    "sqlite:relative.db",
-    "sqlite:///tmp/x.db?mode=ro",
-])
-async def test_unsupported_urls_are_rejected_without_showing_passwords(url: str) -> None:
-    with pytest.raises(ConfigError) as e:
-        await open_store(url)
-    assert "hunter2" not in e.value.message
-    assert "sqlite:///" in e.value.message  # tells the user what would work
-
-
-async def test_an_unreachable_postgres_is_a_config_error_with_the_password_masked() -> None:
-    with pytest.raises(ConfigError) as e:
-        await open_store("postgresql://root:hunter2@127.0.0.1:1/test")
-    assert "cannot open the config store at postgresql://root:***@127.0.0.1:1/test" in str(e.value)
-    assert "hunter2" not in str(e.value)
-
-
-async def test_a_missing_postgres_database_is_a_config_error() -> None:
-    name = f"tm_no_such_db_{uuid.uuid4().hex[:8]}"
-    with pytest.raises(ConfigError) as e:
-        await open_store(f"postgres://root:hunter2@127.0.0.1:5432/{name}?password=hunter2")
-    assert name in e.value.message and "does not exist" in e.value.message
-    assert "hunter2" not in e.value.message
-
-
-@pytest.mark.parametrize("query", ["schema=a&schema=b", "schema=", "schema=" + "x" * 64])
-async def test_a_bad_schema_parameter_is_a_config_error(query: str) -> None:
-    with pytest.raises(ConfigError, match="schema"):
-        await open_store(f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}{query}")
