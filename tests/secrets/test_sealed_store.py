@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 from cryptography.fernet import Fernet
 
-from tests.config.test_store_contract import POSTGRES_URL, Backend, _qi
+from tests.config.test_store_contract import POSTGRES_URL, Backend
+from toolmesh.postgres import quote_ident
 from toolmesh.secrets import SealedStore, SecretBox, SecretKeyError
 
 WS = "default"
@@ -30,7 +31,7 @@ async def raw_values(backend: Backend) -> list[str]:
             return [v for (v,) in db.execute("SELECT value FROM toolmesh_config")]
     conn = await asyncpg.connect(POSTGRES_URL)
     try:
-        rows = await conn.fetch(f"SELECT value FROM {_qi(backend.schema or '')}.toolmesh_config")
+        rows = await conn.fetch(f"SELECT value FROM {quote_ident(backend.schema or '')}.toolmesh_config")
     finally:
         await conn.close()
     return [r["value"] for r in rows]
