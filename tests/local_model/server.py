@@ -7,7 +7,13 @@ started on a free loopback port::
     python -m tests.local_model.server --serve [--chat-format chatml-function-calling]
 
 On some CPUs (AVX-512/AMX) llama.cpp's batched prompt decoding crashes this model, so the
-server always runs with ``--n_batch 1 --n_ubatch 1``. Its default chat format is the model's
+server always runs with ``--n_batch 1 --n_ubatch 1``. It runs with ``--cache true`` too:
+llama-cpp-python then keeps the model's state after each prompt in memory and starts the next
+from the one sharing its longest beginning. Without it, only the previous request's tokens are
+reused, and the agent's prompts alternate (a step's, then the next step's, then the next
+dialog's first), so each dialog decoded the same system prompt and tool list again, a token
+at a time (about 150 of its 310 prompt tokens). The model's answers are the same either way:
+a token's state depends only on the tokens before it. Its default chat format is the model's
 own template (which ignores ``tools``); ``chatml-function-calling`` is llama-cpp-python's
 grammar-driven tool calling.
 """
@@ -100,7 +106,7 @@ def running(*, chat_format: str | None = None, root: Path | None = None) -> Iter
     port = _free_port()
     command = [str(python(root)), "-m", "llama_cpp.server", "--model", str(model_file(root)),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
-               "--n_batch", "1", "--n_ubatch", "1"]
+               "--n_batch", "1", "--n_ubatch", "1", "--cache", "true"]
     if chat_format:
         command += ["--chat_format", chat_format]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
