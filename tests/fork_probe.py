@@ -10,13 +10,16 @@ import os
 import signal
 import sys
 
+#: read as the module loads, as trustgraph-cli's modules read TRUSTGRAPH_TOKEN
+AT_IMPORT = os.environ.get("PROBE")
+
 
 def main() -> None:
     how = sys.argv[1] if len(sys.argv) > 1 else "exit 0"
     atexit.register(lambda: sys.stdout.write("atexit ran\n"))  # left to the exit to flush
     report = {
         "name": __name__, "argv": sys.argv[1:], "cwd": os.getcwd(), "path": sys.path[:2],
-        "probe": os.environ.get("PROBE"), "tz": __import__("time").strftime("%Z"),
+        "probe": os.environ.get("PROBE"), "probe_at_import": AT_IMPORT, "tz": __import__("time").strftime("%Z"),
         "stdin": sys.stdin.read() if how != "wait" else None,
         "stdout": [sys.stdout.encoding, sys.stdout.errors, sys.stdout.line_buffering],
         "stderr": [sys.stderr.encoding, sys.stderr.errors, sys.stderr.line_buffering],

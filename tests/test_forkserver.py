@@ -1,5 +1,5 @@
 """tests/forkserver.py: a child forked from a template starts, runs and ends as the same
-``python -m MODULE`` started as a new interpreter does — each case is run both ways and the
+``python -m MODULE`` (or console script) started as a new interpreter does — each case is run both ways and the
 two compared (tests/fork_probe.py reports what its process was started with)."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests import forkserver
-from tests.forkserver import PIPE, ForkedProcess, spawn
+from tests.forkserver import PIPE, ForkedProcess, spawn, spawn_script
 from tests.processes import env
 
 WAYS = ["fork", "exec"]
@@ -105,3 +106,44 @@ async def test_children_that_end_at_once_each_report_their_own_code() -> None:
                          stdout=forkserver.DEVNULL, stderr=forkserver.DEVNULL)
              for n in range(24)]
     assert [await asyncio.wait_for(p.wait(), 30) for p in procs] == list(range(24))
+
+
+def console_script(folder: Path) -> Path:
+    """A console script as pip writes one, calling the probe's ``main``."""
+    script = folder / "probe-script"
+    script.write_text(f"#!{sys.executable}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+                      "from tests.fork_probe import main\nif __name__ == '__main__':\n"
+                      "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+                      "    sys.exit(main())\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("how", ["exit 0", "exit 4", "raise"])
+async def test_a_console_script_runs_as_when_executed(way: str, tmp_path: Path,
+                                                      how: str) -> None:
+    (tmp_path / "bin").mkdir()
+    script = console_script(tmp_path / "bin")
+    proc = await spawn_script(script, how, "two words", env={**env(), "PROBE": how},
+                              cwd=tmp_path, stdin=PIPE, stdout=PIPE, stderr=PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(b"piped in"), 30)
+    assert isinstance(proc, ForkedProcess) == (way == "fork")
+    assert proc.returncode == {"exit 0": 0, "exit 4": 4, "raise": 1}[how], err
+    seen = json.loads(out.decode().partition("\n")[0])
+    assert seen["name"] == "tests.fork_probe"  # imported by the script, not run as __main__
+    assert seen["argv"] == [how, "two words"] and seen["stdin"] == "piped in"
+    # the script's package loads again in the child: what it reads then is the child's
+    assert seen["probe"] == seen["probe_at_import"] == how
+    assert seen["cwd"] == str(tmp_path)
+    assert seen["path"][0] == str(script.parent)  # the script's folder first, not the cwd
+    assert ("RuntimeError: the probe fails" in err.decode()) == (how == "raise")
+
+
+async def test_a_script_that_is_not_a_python_console_script_is_executed(tmp_path: Path) -> None:
+    script = tmp_path / "shell-script"
+    script.write_text("#!/bin/sh\necho \"$0 $*\"\nexit 5\n")
+    script.chmod(0o755)
+    proc = await spawn_script(script, "a", env=env(), stdout=PIPE)
+    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    assert not isinstance(proc, ForkedProcess)
+    assert (proc.returncode, out.decode()) == (5, f"{script} a\n")

@@ -6,12 +6,13 @@ import asyncio
 from pathlib import Path
 
 from tests.cli.test_agent_cli import JOKE, served  # noqa: F401  (the fixture)
+from tests.forkserver import spawn_script
 from tests.servers import Served
 
 
 async def invoke(bin: Path, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        str(bin / "tg-invoke-agent"), *args, stdout=asyncio.subprocess.PIPE,
+    proc = await spawn_script(
+        bin / "tg-invoke-agent", *args, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()

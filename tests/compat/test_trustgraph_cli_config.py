@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.config.test_config_service import JOKE_SERVICE, TELL_JOKE
+from tests.forkserver import spawn_script
 from tests.processes import run_toolmesh
 from tests.servers import Served, toolmesh_serve
 
@@ -25,8 +26,8 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
 
 
 async def tg(bin: Path, command: str, *args: str, stdin: str | None = None) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        str(bin / command), *args, stdin=asyncio.subprocess.PIPE,
+    proc = await spawn_script(
+        bin / command, *args, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
     text = out.decode()
@@ -75,8 +76,8 @@ async def test_the_real_config_commands_work_against_toolmesh(tg_bin: Path, serv
 
 
 async def test_the_real_client_sees_toolmesh_errors(tg_bin: Path, served: Served) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        str(tg_bin / "tg-put-config-item"), "--type", "tool", "--key", "bad", "--value", "{}",
+    proc = await spawn_script(
+        tg_bin / "tg-put-config-item", "--type", "tool", "--key", "bad", "--value", "{}",
         "-u", served.url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, _ = await proc.communicate()
     assert "Exception: config-error: invalid field 'type' of tool/bad: is required" in out.decode()
@@ -86,8 +87,8 @@ async def test_the_real_client_with_a_token(tg_bin: Path, tmp_path: Path) -> Non
     async with toolmesh_serve(tmp_path, "--token", "tok") as served:
         out = await tg(tg_bin, "tg-show-config", "-u", served.url, "-t", "tok")
         assert out.startswith("Version: 0")
-        proc = await asyncio.create_subprocess_exec(
-            str(tg_bin / "tg-show-config"), "-u", served.url, stdout=asyncio.subprocess.PIPE)
+        proc = await spawn_script(
+            tg_bin / "tg-show-config", "-u", served.url, stdout=asyncio.subprocess.PIPE)
         out, _ = await proc.communicate()
         assert "Exception: Status code 401" in out.decode()
 

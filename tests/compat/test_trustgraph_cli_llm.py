@@ -20,6 +20,7 @@ import pytest
 from tests.cli.test_agent_cli import EXAMPLES
 from tests.cli.test_config_cli import script
 from tests.cli.test_tool_cli import tables
+from tests.forkserver import spawn_script
 from tests.servers import Served, stored_raw, toolmesh_serve
 
 ANSWER = "Paris is the capital of France."
@@ -52,8 +53,8 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
 async def tg_run(bin: Path, command: str, *args: str) -> tuple[str, str]:
     """(stdout, stderr) of a trustgraph-cli command that must succeed (it exits 0 and prints
     ``Exception: ...`` when it fails)."""
-    proc = await asyncio.create_subprocess_exec(
-        str(bin / command), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await spawn_script(
+        bin / command, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     assert "Exception" not in out.decode(), out.decode() + err.decode()
@@ -92,8 +93,8 @@ async def test_tg_invoke_prompt(tg_bin: Path, served: Served, streaming: bool) -
 
 async def test_tg_invoke_prompt_says_which_template_is_unknown(tg_bin: Path,
                                                                served: Served) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        str(tg_bin / "tg-invoke-prompt"), "-u", served.url, "no-such-template", "x=1",
+    proc = await spawn_script(
+        tg_bin / "tg-invoke-prompt", "-u", served.url, "no-such-template", "x=1",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     assert "Exception" in out.decode() and "no-such-template" in out.decode()

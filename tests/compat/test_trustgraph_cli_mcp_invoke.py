@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tests.forkserver import spawn_script
 from tests.mcp.servers import running_server
 from tests.processes import run_toolmesh
 from tests.servers import toolmesh_serve
@@ -18,8 +19,8 @@ async def test_tg_invoke_mcp_tool_with_parameters(tg_bin: Path, tmp_path: Path) 
             assert code == 0, err
 
         async def invoke(*args: str) -> str:
-            proc = await asyncio.create_subprocess_exec(
-                str(tg_bin / "tg-invoke-mcp-tool"), "-u", served.url, *args,
+            proc = await spawn_script(
+                tg_bin / "tg-invoke-mcp-tool", "-u", served.url, *args,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             out, _ = await asyncio.wait_for(proc.communicate(), 60)
             return out.decode()

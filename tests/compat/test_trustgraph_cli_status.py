@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.compat.test_trustgraph_cli_llm import tg_run
+from tests.forkserver import spawn_script
 from tests.servers import Served, serving
 
 #: services every `toolmesh serve` runs (each a TrustGraph "processor")
@@ -79,8 +80,8 @@ async def test_tg_verify_system_status_passes_every_check(tg_bin: Path, served: 
     assert "Checks passed: 7/7" in out and "Library responding (0 document(s))" in out, out
 
     # one processor more than toolmesh runs: the check fails, it is not made to pass
-    proc = await asyncio.create_subprocess_exec(
-        str(tg_bin / "tg-verify-system-status"), "--ui-url", served.url, "--global-timeout", "1",
+    proc = await spawn_script(
+        tg_bin / "tg-verify-system-status", "--ui-url", served.url, "--global-timeout", "1",
         "--retry-delay", "1", "--min-processors", str(len(processors) + 1),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out_bytes, _ = await asyncio.wait_for(proc.communicate(), 60)

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from tests.cli.test_agent_cli import JOKE
+from tests.forkserver import spawn_script
 from tests.gateway.test_scoped_tokens import ADMIN, EXAMPLES, create, post
 from tests.servers import toolmesh_serve
 from toolmesh.config.tokens import token_id
@@ -19,8 +20,8 @@ async def tg(bin: Path, command: str, *args: str, env_token: str | None = None) 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRUSTGRAPH_")}
     if env_token is not None:
         env["TRUSTGRAPH_TOKEN"] = env_token
-    proc = await asyncio.create_subprocess_exec(
-        str(bin / command), *args, env=env, stdout=asyncio.subprocess.PIPE,
+    proc = await spawn_script(
+        bin / command, *args, env=env, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return out.decode() + err.decode()

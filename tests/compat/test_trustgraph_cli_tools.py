@@ -17,6 +17,7 @@ import pytest
 
 from tests.cli.test_tool_cli import tables
 from tests.compat.test_trustgraph_cli_config import tg
+from tests.forkserver import spawn_script
 from tests.processes import run_toolmesh
 from tests.servers import Served, keys, stored, stored_raw, toolmesh_serve
 
@@ -31,8 +32,8 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
 
 async def tg_raw(bin: Path, command: str, *args: str) -> str:
     """stdout of a trustgraph-cli command that is expected to fail (it still exits 0)."""
-    proc = await asyncio.create_subprocess_exec(
-        str(bin / command), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await spawn_script(
+        bin / command, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     return out.decode()
 
