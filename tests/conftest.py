@@ -149,8 +149,8 @@ class Backend:
 
 
 async def _break_rabbitmq(buses: Sequence[Bus]) -> None:
-    for bus in buses:
-        await close_connection_from_broker(bus.connection_name)  # type: ignore[attr-defined]
+    await close_connection_from_broker(
+        *(bus.connection_name for bus in buses))  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from tests.llm.openai_server import Answer, OpenAITestServer, ReceivedRequest
 from tests.mcp.servers import running_server
 from tests.processes import run_toolmesh
 from tests.pulsar_broker import PulsarLite
-from tests.rabbit import rabbitmqctl
+from tests.rabbit import new_vhost, rabbitmqctl
 
 POSTGRES = "postgresql://root@127.0.0.1:5432/test"
 
@@ -68,10 +68,8 @@ class Broker:
 
 @pytest.fixture
 async def rabbitmq_vhost() -> AsyncIterator[Broker]:
-    """A RabbitMQ vhost of this test's own on the real server, deleted afterwards."""
-    vhost = f"{RUN_MARKER}-e2e-{uuid.uuid4().hex[:6]}"
-    await rabbitmqctl("add_vhost", vhost)
-    await rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    """A RabbitMQ vhost of this test's own on the real server (tests/rabbit.py)."""
+    vhost = await new_vhost(f"{RUN_MARKER}-e2e")
 
     async def restart() -> None:
         await rabbitmqctl("stop_app")
@@ -81,8 +79,7 @@ async def rabbitmq_vhost() -> AsyncIterator[Broker]:
         yield Broker("rabbitmq", lambda i: f"amqp://guest:guest@127.0.0.1:5672/{vhost}",
                      restart, reconnected="reconnected to RabbitMQ")
     finally:
-        await rabbitmqctl("await_startup")
-        await rabbitmqctl("delete_vhost", vhost)
+        await rabbitmqctl("await_startup")  # the next test finds the broker up
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ import pytest
 from tests.conftest import RUN_MARKER
 from tests.e2e.cluster import Proc, cluster
 from tests.processes import ROOT, run_toolmesh
-from tests.rabbit import rabbitmqctl
+from tests.rabbit import new_vhost
 from toolmesh.config.store import open_store
 from toolmesh.rpc.deadline import margin
 from toolmesh.schema.agent import DEFAULT_USER
@@ -88,25 +88,16 @@ def llm_script(path: Path, tool: str, argument: str) -> str:
 
 
 class Isolation:
-    """RabbitMQ vhosts and PostgreSQL schemas of this test's own, removed at the end (the
-    config queues have fixed names, so a deployment needs a vhost to itself)."""
+    """RabbitMQ vhosts and PostgreSQL schemas of this test's own (the config queues have fixed
+    names, so a deployment needs a vhost to itself); the schemas are removed at the end, the
+    vhosts when the test process ends (tests/rabbit.py)."""
 
     def __init__(self) -> None:
-        self.vhosts: list[str] = []
         self.schemas: list[str] = []
 
     async def bus(self) -> str:
         """The URL of a new, empty vhost."""
-        vhost = f"{RUN_MARKER}-order-{uuid.uuid4().hex[:6]}"
-        try:
-            await rabbitmqctl("add_vhost", vhost)
-        except RuntimeError:
-            # another test may be restarting the shared broker (test_distributed does)
-            await rabbitmqctl("await_startup")
-            await rabbitmqctl("add_vhost", vhost)
-        self.vhosts.append(vhost)
-        await rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-        return f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+        return f"amqp://guest:guest@127.0.0.1:5672/{await new_vhost(f'{RUN_MARKER}-order')}"
 
     async def store(self, items: dict[tuple[str, str], Any]) -> str:
         """The URL of a config store in a new schema, holding ``items`` — as a deployment
@@ -123,8 +114,6 @@ class Isolation:
         return url
 
     async def remove(self) -> None:
-        await rabbitmqctl("await_startup")
-        await asyncio.gather(*(rabbitmqctl("delete_vhost", v) for v in self.vhosts))
         conn = await asyncpg.connect(POSTGRES)
         try:
             for schema in self.schemas:
