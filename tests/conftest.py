@@ -13,7 +13,12 @@ import pytest
 
 import toolmesh
 from tests.pulsar_broker import PulsarLite
-from tests.rabbit import RABBITMQ_URL, close_connection_from_broker, delete_test_entities
+from tests.rabbit import (
+    RABBITMQ_URL,
+    close_connection_from_broker,
+    delete_test_entities,
+)
+from tests.rewrite_once import rewrite_test_modules
 from toolmesh import Bus, connect
 from toolmesh.bus.memory import new_memory_url
 
@@ -56,6 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     module it imports from source again: about 0.35 s of CPU more for each ``toolmesh serve``
     to be ready (0.8 s instead of 0.45 s), a third of the suite's CPU time. The flag keeps
     processes from writing; it does not keep them from reading what is compiled here.
+
+    With pytest-xdist, the test modules' asserts are rewritten here too, for the same reason
+    (tests/rewrite_once.py).
     """
     if hasattr(config, "workerinput"):  # an xdist worker: the controller did it already
         return
@@ -64,6 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for folder in {package, root / "tests", root / "bench", root / "examples"}:
         if folder.is_dir():  # an installed (not editable) toolmesh: pip compiled it already
             compileall.compile_dir(folder, quiet=2, workers=0)
+    if (config.getoption("numprocesses", None) or 0) > 0:  # workers will collect: for them
+        rewrite_test_modules(config, root / "tests")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
