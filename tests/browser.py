@@ -7,8 +7,8 @@ Of Debian's Chromium builds, the tests take the headless shell (package
 ``chromium-headless-shell``, ``/usr/bin/chromium-headless-shell``) where it is installed, as
 ``.ci/run`` does: the same engine without the full browser's window and extension machinery,
 which is what Playwright itself runs for headless tests. A full run's browsers used about 35
-CPU-seconds with it and 90 with the full ``/usr/bin/chromium`` (the suite is CPU-bound). Where only the
-full browser is installed, they take it, in its ``--headless=new`` mode.
+CPU-seconds with it and 85 with the full ``/usr/bin/chromium`` (the suite is CPU-bound).
+Where only the full browser is installed, they take it, in its ``--headless=new`` mode.
 """
 
 from __future__ import annotations
