@@ -1,5 +1,6 @@
 """The harness for fuzzing the gateway of a real ``toolmesh serve`` (used by ``test_fuzz.py``,
-whose requests and frames come from the strategies in ``fuzz_strategies.py``).
+whose requests and frames come from the strategies in ``fuzz_strategies.py``, and by
+``test_fuzz_findings.py``).
 
 * :func:`fuzz_server` starts one server — with a bearer token, the joke tool service, the
   tell-joke tool and an MCP item whose server is down — on an event loop in a background
@@ -9,8 +10,8 @@ whose requests and frames come from the strategies in ``fuzz_strategies.py``).
   answer must be (no 5xx but the documented 503 and 504, the error shape for a status >= 400,
   a JSON object for a 200, an answer within :data:`LIMIT`); :func:`rest` is one such request
   as a fuzz example.
-* :class:`Socket`: a WebSocket client whose frames are read as they come, with what a test
-  asks of them (the frames with an id, how many completed, their shape).
+* The WebSocket client the socket tests use is in ``fuzz_socket.py``.
+* :func:`assert_healthy_with_a_clean_log`: what each module checks last.
 * :func:`log_problems` and :func:`assert_log_clean`: what the server logged since a given line
   — a ``Traceback``, an ``ERROR`` line, a ``Task exception was never retrieved`` — summarized
   one line per distinct problem.
@@ -42,11 +43,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import aiohttp
 from hypothesis import HealthCheck, settings
 
 from tests.gateway import fuzz_strategies as fz
-from tests.gateway.fuzz_strategies import TOKEN, Frame, compact, dumps
+from tests.gateway.fuzz_strategies import TOKEN, compact, dumps
 from tests.servers import Served, toolmesh_serve
 
 T = TypeVar("T")
@@ -355,6 +355,21 @@ def assert_log_clean(srv: Server, start: int) -> None:
     assert not problems, "the server's log shows:\n" + "\n".join(problems)
 
 
+def assert_healthy_with_a_clean_log(srv: Server) -> None:
+    """After a module's tests: health, a config round trip, and nothing wrong in the whole
+    log."""
+    health = check(post(srv, "/api/v1/health", b"", method="GET"))
+    assert health.status == 200 and health.json()["status"] == "ok", health
+    value = json.dumps({"after": "fuzzing"})
+    put = check(post(srv, "/api/v1/config", dumps({"operation": "put", "values": [
+        {"type": "fuzz", "key": "fuzz-cfg-round-trip", "value": value}]}).encode()))
+    assert "error" not in put.json(), put
+    got = check(post(srv, "/api/v1/config", dumps({"operation": "get", "keys": [
+        {"type": "fuzz", "key": "fuzz-cfg-round-trip"}]}).encode()))
+    assert got.json()["values"][0]["value"] == value, got
+    assert_log_clean(srv, 0)
+
+
 def signature_of(text: str) -> str:
     """Failures that differ only in numbers, ids or quoted values have one signature."""
     text = re.sub(r"^\d+x ", "", text)
@@ -487,144 +502,3 @@ def path_segment(text: str) -> str:
 
 #: services that exist only in flow "default" (toolmesh runs its agent and mcp-tool there only)
 ONLY_IN_DEFAULT = ("agent", "mcp-tool")
-
-
-# -- WebSocket -------------------------------------------------------------------------------
-
-class Socket:
-    """A client WebSocket whose frames are read as they come, by a task of its own."""
-
-    def __init__(self, session: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse):
-        self.session = session
-        self.ws = ws
-        self.frames: list[Any] = []
-        self.closed: str | None = None
-        self._changed = asyncio.Event()
-        self._reader = asyncio.create_task(self._read())
-
-    @classmethod
-    async def open(cls, srv: Server, *, token: bool = True) -> Socket:
-        session = aiohttp.ClientSession()
-        try:
-            query = f"?token={TOKEN}" if token else ""
-            ws = await session.ws_connect(srv.url + "api/v1/socket" + query, autoclose=False,
-                                          max_msg_size=0)
-        except BaseException:
-            await session.close()
-            raise
-        return cls(session, ws)
-
-    async def _read(self) -> None:
-        try:
-            while True:
-                message = await self.ws.receive()
-                if message.type == aiohttp.WSMsgType.TEXT:
-                    try:
-                        self.frames.append(json.loads(message.data))
-                    except ValueError:
-                        self.frames.append(BadFrame(f"not JSON: {message.data[:300]!r}"))
-                elif message.type == aiohttp.WSMsgType.BINARY:
-                    self.frames.append(BadFrame(f"a binary frame: {message.data[:300]!r}"))
-                else:
-                    if message.type == aiohttp.WSMsgType.ERROR:
-                        self.closed = f"the connection failed: {message.data!r}"
-                    else:
-                        self.closed = (f"closed by the server: {message.type.name} code "
-                                       f"{self.ws.close_code} {message.extra!r}")
-                    return
-                self._changed.set()
-        finally:
-            self.closed = self.closed or "closed"
-            self._changed.set()
-
-    async def close(self) -> None:
-        if not self.ws.closed:
-            await self.ws.close()
-        self._reader.cancel()
-        await asyncio.gather(self._reader, return_exceptions=True)
-        await self.session.close()
-
-    async def __aenter__(self) -> Socket:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def send(self, frame: Frame | dict[str, Any]) -> None:
-        data = frame.data if isinstance(frame, Frame) else dumps(frame)
-        if self.closed:
-            return
-        try:
-            if isinstance(data, bytes):
-                await self.ws.send_bytes(data)
-            else:
-                await self.ws.send_str(data)
-        except ConnectionError:
-            pass  # the reader reports the close
-
-    async def wait(self, done: Callable[[], bool], timeout: float) -> bool:
-        """Wait until ``done()`` or the socket closes; whether ``done()``."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while not done():
-            if self.closed:
-                return done()
-            self._changed.clear()
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                return False
-            try:
-                async with asyncio.timeout(left):
-                    await self._changed.wait()
-            except TimeoutError:
-                return done()
-        return True
-
-    # -- what came back
-
-    def with_id(self, request_id: Any) -> list[dict[str, Any]]:
-        return [f for f in self.frames if isinstance(f, dict) and "id" in f
-                and f["id"] == request_id and type(f["id"]) is type(request_id)]
-
-    def completed(self, request_id: Any) -> int:
-        return sum(1 for f in self.with_id(request_id) if f.get("complete") is True)
-
-    def anonymous_errors(self) -> int:
-        return sum(1 for f in self.frames if isinstance(f, dict) and f.get("id") is None
-                   and "error" in f and f.get("type") != "auth-failed")
-
-    def check_frames(self) -> None:
-        for f in self.frames:
-            if isinstance(f, BadFrame):
-                raise f
-            if not isinstance(f, dict):
-                raise BadFrame(f"a frame that is not an object: {f!r:.300}")
-            if f.get("type") in ("auth-ok", "auth-failed"):
-                continue
-            if f.get("error") is not None and not is_error_shape(f["error"]):
-                raise BadFrame(f"an error not in the documented shape: {f!r:.400}")
-            if "complete" not in f:
-                raise BadFrame(f"a frame without 'complete': {f!r:.400}")
-
-
-def usable_id(frame: Frame) -> str | int | None:
-    """The id the gateway must answer ``frame`` with, if it has one the gateway accepts (a
-    string or an integer) and the test can read (Python's json parses the frame)."""
-    if isinstance(frame.data, bytes):
-        return None
-    try:
-        parsed = json.loads(frame.data)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(parsed, dict) or parsed.get("type") == "auth":
-        return None
-    request_id = parsed.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
-        return None
-    if isinstance(request_id, str) and fz.has_surrogate(request_id):
-        return None
-    return request_id
-
-
-def ping(i: Any) -> dict[str, Any]:
-    return {"id": f"__ping__{i}", "service": "config",
-            "request": {"operation": "list", "type": "fuzz"}}
