@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def rewrite_test_modules(config: pytest.Config, folder: Path, *, processes: int 
             if rewrite.try_makedirs(pyc.parent):
                 rewrite._write_pyc(state, code, source_stat, pyc)
 
+    if threading.active_count() > 1:  # a fork would copy a thread's locks: do it here
+        write(todo)
+        return len(todo)
     children = []
     for i in range(processes):
         pid = os.fork()
