@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.gateway import fuzz_strategies as fz
@@ -199,6 +200,17 @@ def fuzz_server(directory: Path) -> Iterator[Server]:
             bg.run(serving.__aexit__(None, None, None), 60)
         finally:
             bg.close()
+
+
+def module_server(name: str) -> Any:
+    """A module-scoped fixture of a :func:`fuzz_server` of the module's own, its data in a
+    temporary folder named ``name``: ``server = module_server("fuzz")``."""
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+        with fuzz_server(tmp_path_factory.mktemp(name)) as srv:
+            yield srv
+
+    return server
 
 
 def _configure(srv: Server) -> None:

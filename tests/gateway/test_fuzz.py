@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -55,10 +54,10 @@ from tests.gateway.fuzz_harness import (
     assert_healthy_with_a_clean_log,
     assert_log_clean,
     check,
-    fuzz_server,
     fuzz_settings,
     fuzzing,
     is_error_shape,
+    module_server,
     path_segment,
     post,
     remove_fuzz_config,
@@ -68,14 +67,7 @@ from tests.gateway.fuzz_harness import (
 from tests.gateway.fuzz_socket import Socket, ping, usable_id
 from tests.gateway.fuzz_strategies import TOKEN, Frame, compact, dumps
 
-DEEP = "[" * 5000 + "]" * 5000
-HUGE_INT = "1" + "0" * 5000  # beyond Python's 4,300-digit int conversion limit
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with fuzz_server(tmp_path_factory.mktemp("fuzz")) as srv:
-        yield srv
+server = module_server("fuzz")
 
 
 # -- REST fuzzing ----------------------------------------------------------------------------

@@ -5,7 +5,6 @@ server: ``fuzz_harness.fuzz_server``), whose log must stay clean to the end."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
@@ -22,20 +21,16 @@ from tests.gateway.fuzz_harness import (
     assert_healthy_with_a_clean_log,
     assert_log_clean,
     check,
-    fuzz_server,
+    module_server,
     post,
 )
 from tests.gateway.fuzz_socket import Socket, ping
 from tests.gateway.fuzz_strategies import Frame, dumps
 
+server = module_server("fuzz-findings")
+
 DEEP = "[" * 5000 + "]" * 5000
 HUGE_INT = "1" + "0" * 5000  # beyond Python's 4,300-digit int conversion limit
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with fuzz_server(tmp_path_factory.mktemp("fuzz-findings")) as srv:
-        yield srv
 
 
 def tool_service(**fields: Any) -> bytes:
