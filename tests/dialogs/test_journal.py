@@ -4,6 +4,7 @@ PostgreSQL test in a schema of its own, dropped after)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import uuid
@@ -190,7 +191,7 @@ async def test_sqlite_files_are_private(tmp_path: Path) -> None:
     journal = await open_journal(str(path))
     await journal.close()
     assert path.stat().st_mode & 0o077 == 0
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         assert {"toolmesh_dialogs", "toolmesh_dialog_writes"} <= {
             r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 

@@ -7,6 +7,7 @@ pages back) open, read back as written, and come under the budget."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import uuid
@@ -134,7 +135,7 @@ async def test_sqlite_a_question_is_stored_once_and_read_back_in_the_request(
                                                            "state": "s"}
     finally:
         await journal.close()
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         stored = dict(db.execute("SELECT id, request FROM toolmesh_dialogs"))
     assert "question" not in json.loads(stored["once"])
     assert json.loads(stored["other"])["question"] == "the asked one"
@@ -144,7 +145,7 @@ def write_second_layout(path: Path, *, dialogs: int, size: int) -> None:
     """A journal as the version before wrote it: ``dialogs`` finished ones of ``size``-byte
     questions (each also in the request), then one still running; the file in SQLite's
     default ``auto_vacuum=NONE``."""
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(SECOND_LAYOUT)
         for n in range(1, dialogs + 2):
@@ -161,7 +162,7 @@ def write_second_layout(path: Path, *, dialogs: int, size: int) -> None:
                 db.execute("INSERT INTO toolmesh_dialog_writes VALUES (?, 1, 2, 1,"
                            " '2026-12-01T10:00:02.000Z', ?, 1, 0, 'answer', 7, 3)",
                            (n, json.dumps([["end", {"answer": f"a{n}"}]])))
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
 
 
@@ -189,7 +190,7 @@ async def test_sqlite_a_journal_of_the_version_before_opens_reads_back_and_shrin
         await a_dialog(journal, "new", "n" * 1000)
     finally:
         await journal.close()
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # INCREMENTAL
         request = db.execute("SELECT request FROM toolmesh_dialogs WHERE id = 'new'").fetchone()
         assert "question" not in json.loads(request[0])

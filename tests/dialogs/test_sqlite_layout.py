@@ -5,6 +5,7 @@ the event loop, visits only the dialogs it may drop."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -43,7 +44,7 @@ CREATE TABLE toolmesh_dialog_entries (
 
 
 def write_first_layout(path: Path) -> None:
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.executescript(FIRST_LAYOUT)
         rows = [
             # id, status, steps, tool_calls, in_token, out_token, entries
@@ -99,7 +100,7 @@ async def test_a_journal_of_the_first_layout_is_moved_and_reads_back_as_written(
             "answer", 1, 1, 5)
     finally:
         await journal.close()
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "toolmesh_dialog_entries" not in tables and "toolmesh_dialogs_1" not in tables
     # opened again: nothing left to move, nothing lost
@@ -141,7 +142,7 @@ async def test_the_sweep_drops_old_finished_dialogs_by_age_and_keeps_running_one
         await journal.finish("old-ended", status="answer")
     finally:
         await journal.close()
-    with sqlite3.connect(path) as db:  # the first two began two days ago
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # the first two began two days ago
         db.execute("UPDATE toolmesh_dialogs SET started = '2000-01-01T00:00:00.000Z'"
                    " WHERE id LIKE 'old-%'")
     journal = await open_journal(str(path), keep=1000, max_age_days=1)

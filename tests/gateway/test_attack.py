@@ -4,6 +4,7 @@ page's cross-site requests, a rebound host name, a config item that runs a comma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import sys
@@ -86,7 +87,7 @@ async def test_stdio_servers_run_only_from_the_operators_allow_list(tmp_path: Pa
     db = tmp_path / "store" / "config.db"
     async with toolmesh_serve(tmp_path / "store"):
         pass  # creates the store
-    with sqlite3.connect(db) as conn:
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("INSERT INTO toolmesh_config VALUES ('default', 'mcp', 'pwn', ?)",
                      (json.dumps(pwn_item(marker)),))
     python = sys.executable
