@@ -186,6 +186,33 @@ async def test_a_journal_that_cannot_be_opened_says_where(tmp_path: Path) -> Non
         await open_journal(str(tmp_path / "d.db"), keep=0)
 
 
+async def test_opening_waits_for_a_lock_another_connection_holds(tmp_path: Path) -> None:
+    """The file is shared (``config.db``: the config store, another process): a journal that
+    opens while another connection holds a write lock waits for it, up to its busy timeout,
+    instead of failing at once."""
+    path = tmp_path / "config.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        holder.execute("CREATE TABLE other (x)")
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("INSERT INTO other VALUES (1)")
+        loop = asyncio.get_running_loop()
+        # released from another thread while the opening waits on the journal's own
+        release = loop.call_later(0.5, lambda: loop.run_in_executor(
+            None, holder.execute, "COMMIT"))
+        started = loop.time()
+        journal = await open_journal(str(path))
+        waited = loop.time() - started
+        release.cancel()
+        try:
+            assert (await begin(journal, "w")).fresh
+        finally:
+            await journal.close()
+        assert waited >= 0.4  # it waited for the lock, and got the file after it
+    finally:
+        holder.close()
+
+
 async def test_sqlite_files_are_private(tmp_path: Path) -> None:
     path = tmp_path / "dialogs.db"
     journal = await open_journal(str(path))

@@ -184,6 +184,10 @@ class SQLiteDialogJournal:
         except (OSError, sqlite3.Error) as e:
             raise JournalError(f"cannot open the dialog journal at {self.path}: {e}") from None
         try:
+            # opening may wait for the lock (the config store's, another process's): no
+            # dialog runs yet, and this is not the loop's thread; from the first statement on,
+            # which reads the file and, for a new file, writes it
+            db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             # a new file gives freed pages back on request (before its first table: a file of
             # another mode is switched below, by a VACUUM)
             db.execute("PRAGMA auto_vacuum=INCREMENTAL")
@@ -193,9 +197,6 @@ class SQLiteDialogJournal:
             # checkpoints are the checkpoint thread's (module docstring)
             db.execute("PRAGMA wal_autocheckpoint=0")
             db.execute(f"PRAGMA journal_size_limit={self._checkpoint_pages * _PAGE}")
-            # opening may wait for the lock (the config store's, another process's): no
-            # dialog runs yet, and this is not the loop's thread
-            db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             if create(db):
                 log.info("dialog journal at %s: moved to the layout of dialog numbers", self.path)
             # within its bounds before any dialog runs (a budget lowered, a journal written
