@@ -224,17 +224,15 @@ async def spawn_script(script: Path | str, *args: str, env: dict[str, str] | Non
         head = f.read(4096).decode(errors="replace")
     python = head[2:].splitlines()[0].strip() if head.startswith("#!") else ""
     entry = _ENTRY.search(head)
-    if not forking() or entry is None or not os.path.basename(python).startswith("python"):
-        return await asyncio.create_subprocess_exec(
-            script, *args, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr)
-    with _script_templates_lock:
-        template = _script_templates.setdefault(python, _Template((), python=python))
-    started = await asyncio.to_thread(template.started, env)
-    if _interpreter_variables(env) != started.variables:
-        return await asyncio.create_subprocess_exec(
-            script, *args, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr)
-    return await _fork(started, entry.group(1), args, env, cwd, stdin, stdout, stderr, False,
-                       script=script)
+    if forking() and entry is not None and os.path.basename(python).startswith("python"):
+        with _script_templates_lock:
+            template = _script_templates.setdefault(python, _Template((), python=python))
+        started = await asyncio.to_thread(template.started, env)
+        if _interpreter_variables(env) == started.variables:
+            return await _fork(started, entry.group(1), args, env, cwd, stdin, stdout, stderr,
+                               False, script=script)
+    return await asyncio.create_subprocess_exec(
+        script, *args, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr)
 
 
 async def _exec(module: str, args: Sequence[str], env: dict[str, str], cwd: Path | str | None,
