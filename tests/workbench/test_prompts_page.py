@@ -23,6 +23,22 @@ async def put(workbench: Workbench, **items: Any) -> None:
         {"type": "prompt", "key": k, "value": json.dumps(v)} for k, v in items.items()]})
 
 
+async def rendered_once_applied(workbench: Workbench, id: str, variables: dict[str, str],
+                                want: tuple[int, str | None, str]
+                                ) -> tuple[tuple[int, str | None, str | None], dict[str, Any]]:
+    """Render stored template ``id`` until the prompt service answers ``want`` (status,
+    system, prompt) or 10 s pass; its last answer and body. Config pushes are asynchronous: a
+    render right after a put may be answered from the config before it."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        status, body = await post(workbench.served, "api/v1/flow/default/service/prompt", {
+            "operation": "render", "id": id, "variables": variables}, workbench.token)
+        got = (status, body.get("system"), body.get("prompt"))
+        if got == want or asyncio.get_running_loop().time() > deadline:
+            return got, body
+        await asyncio.sleep(0.1)
+
+
 async def open_page(page: Page, workbench: Workbench, route: str,
                     token: str | None = None) -> None:
     """Sign in straight onto ``route`` (a template's own page has no link to click)."""
@@ -40,6 +56,11 @@ async def open_template(page: Page, workbench: Workbench, id: str, token: str | 
 async def test_edit_preview_with_variables_then_save(page: Page, workbench: Workbench) -> None:
     await put(workbench, **{"template.greet": {"prompt": "Hello {{ name }}", "response-type": "text"},
                             "system": "Be {{ mood }}."})
+    # the preview renders with the system prompt the prompt service has: wait for the push
+    # (under load it once came after the preview, which then had no system prompt)
+    got, body = await rendered_once_applied(workbench, "greet", {"name": "A", "mood": "m"},
+                                            (200, "Be m.", "Hello A"))
+    assert got == (200, "Be m.", "Hello A"), body
     await open_template(page, workbench, "greet")
     # the variables box is prefilled with the names the template and the system prompt use
     assert json.loads(await page.get_by_label("Variables (JSON object)").input_value()) == {
@@ -63,18 +84,9 @@ async def test_edit_preview_with_variables_then_save(page: Page, workbench: Work
     await page.get_by_role("status").filter(has_text="Saved prompt/template.greet.").wait_for()
     assert await workbench.stored("prompt", "template.greet") == {
         "prompt": "Hi {{ name }} from {{ place }}!", "response-type": "json", "system": "Own system."}
-    # the prompt service serves the saved template once the config push reaches it (pushes
-    # are asynchronous: the render may come first and be answered from the old template)
-    deadline = asyncio.get_running_loop().time() + 10
-    while True:
-        status, body = await post(workbench.served, "api/v1/flow/default/service/prompt", {
-            "operation": "render", "id": "greet", "variables": {"name": "B", "place": "C"}},
-            workbench.token)
-        got = (status, body.get("system"), body.get("prompt"))
-        if got == (200, "Own system.", "Hi B from C!") \
-                or asyncio.get_running_loop().time() > deadline:
-            break
-        await asyncio.sleep(0.1)
+    # the prompt service serves the saved template once the config push reaches it
+    got, body = await rendered_once_applied(workbench, "greet", {"name": "B", "place": "C"},
+                                            (200, "Own system.", "Hi B from C!"))
     assert got == (200, "Own system.", "Hi B from C!"), body
 
 
